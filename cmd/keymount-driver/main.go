@@ -1,0 +1,109 @@
+// Command keymount-driver is keymount's CSI node plugin. It serves the CSI
+// Identity and Node services on a unix socket, for kubelet.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/driver/class"
+	"github.com/keymount/keymount/driver/providerclient"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// config is every flag of the binary.
+type config struct {
+	driver          driver.Config
+	additionalDirs  string
+	providerTimeout time.Duration
+	providerMaxRecv int
+	stateDir        string
+	tmpfsSize       string
+	classPaths      string
+}
+
+func main() {
+	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, cfg)
+	stop()
+	if err != nil {
+		klog.ErrorS(err, "keymount-driver stopped")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) *config {
+	host, _ := os.Hostname()
+	cfg := &config{}
+	klog.InitFlags(fs)
+	fs.StringVar(&cfg.driver.Endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint (unix socket)")
+	fs.StringVar(&cfg.driver.DriverName, "driver-name", driver.DefaultDriverName, "CSI driver name pods use in their volumes")
+	fs.StringVar(&cfg.driver.NodeID, "node-id", host, "node ID reported to kubelet, usually the node name")
+	fs.StringVar(&cfg.driver.ProviderDir, "provider-dir", "/var/run/secrets-store-csi-providers", "main directory of provider sockets <provider>.sock")
+	fs.StringVar(&cfg.additionalDirs, "additional-provider-dirs", "/etc/kubernetes/secrets-store-csi-providers", "comma-separated provider socket directories searched before --provider-dir")
+	fs.DurationVar(&cfg.providerTimeout, "provider-timeout", 60*time.Second, "deadline of one provider call; keep it below kubelet's 2 minutes")
+	fs.IntVar(&cfg.providerMaxRecv, "provider-max-recv-size", 4<<20, "largest provider response accepted, in bytes")
+	fs.StringVar(&cfg.stateDir, "state-dir", "/var/lib/keymount", "host directory (bidirectional mount propagation) holding each volume's tmpfs and record")
+	fs.StringVar(&cfg.tmpfsSize, "tmpfs-size", "32Mi", "size cap of each volume's tmpfs")
+	fs.StringVar(&cfg.classPaths, "class-path", "", "comma-separated SecretProviderClass YAML files or directories to resolve classes from")
+	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
+	cfg.driver.Version = version
+	return cfg
+}
+
+func run(ctx context.Context, cfg *config) error {
+	size, err := resource.ParseQuantity(cfg.tmpfsSize)
+	if err != nil || size.Value() <= 0 {
+		return fmt.Errorf("--tmpfs-size %q: want a positive size such as 32Mi", cfg.tmpfsSize)
+	}
+	if cfg.classPaths == "" {
+		return fmt.Errorf("--class-path is empty: name the SecretProviderClass YAML files or directories to serve")
+	}
+	volumes, err := driver.NewVolumeManager(cfg.stateDir, size.Value())
+	if err != nil {
+		return err
+	}
+	providers, err := providerclient.New(providerclient.Config{
+		Dirs:           append(splitList(cfg.additionalDirs), cfg.driver.ProviderDir),
+		Timeout:        cfg.providerTimeout,
+		MaxRecvMsgSize: cfg.providerMaxRecv,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = providers.Close() }()
+	d, err := driver.New(cfg.driver, driver.Deps{
+		Classes:   &class.FileResolver{Paths: splitList(cfg.classPaths)},
+		Providers: providers,
+		Volumes:   volumes,
+	})
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,103 @@
+package atomicwrite
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"time"
+)
+
+const (
+	// dirMode is the mode of the generation directory and its sub-directories.
+	dirMode os.FileMode = 0o755
+	// generationTimeFormat starts a generation name, after reservedPrefix.
+	generationTimeFormat = "2006_01_02_15_04_05.000000000"
+)
+
+// writeGeneration writes files into a new generation directory of dir and
+// returns its name. On failure nothing of the generation is left behind.
+func writeGeneration(dir string, files []File) (string, error) {
+	gen, err := makeGeneration(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := fillGeneration(filepath.Join(dir, gen), files); err != nil {
+		return "", errors.Join(err, os.RemoveAll(filepath.Join(dir, gen)))
+	}
+	return gen, nil
+}
+
+// makeGeneration creates a new, empty generation directory in dir. MkdirTemp
+// adds a random suffix and fails rather than reuse an existing name.
+func makeGeneration(dir string) (string, error) {
+	prefix := reservedPrefix + time.Now().UTC().Format(generationTimeFormat) + "."
+	genPath, err := os.MkdirTemp(dir, prefix)
+	if err != nil {
+		return "", fmt.Errorf("create generation directory: %w", err)
+	}
+	if err := os.Chmod(genPath, dirMode); err != nil {
+		return "", errors.Join(fmt.Errorf("create generation directory: %w", err), os.Remove(genPath))
+	}
+	return filepath.Base(genPath), nil
+}
+
+// fillGeneration writes files under genPath. All access goes through an
+// os.Root, and every directory and file is created exclusively, so no
+// existing entry, and no symlink, is ever followed.
+func fillGeneration(genPath string, files []File) error {
+	root, err := os.OpenRoot(genPath)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	made := make(map[string]bool)
+	for _, f := range files {
+		if err := makeParents(root, path.Dir(f.Path), made); err != nil {
+			return err
+		}
+		if err := writeFile(root, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// makeParents creates directory d and its missing parents inside root.
+func makeParents(root *os.Root, d string, made map[string]bool) error {
+	if d == "." || made[d] {
+		return nil
+	}
+	if err := makeParents(root, path.Dir(d), made); err != nil {
+		return err
+	}
+	if err := root.Mkdir(d, dirMode); err != nil {
+		return fmt.Errorf("create directory %q: %w", d, err)
+	}
+	if err := root.Chmod(d, dirMode); err != nil {
+		return fmt.Errorf("chmod directory %q: %w", d, err)
+	}
+	made[d] = true
+	return nil
+}
+
+// writeFile creates f inside root and sets its mode on the open file, so the
+// umask does not matter.
+func writeFile(root *os.Root, f File) error {
+	out, err := root.OpenFile(f.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, f.Mode)
+	if err != nil {
+		return fmt.Errorf("create file %q: %w", f.Path, err)
+	}
+	_, err = out.Write(f.Contents)
+	if err == nil {
+		err = out.Chmod(f.Mode)
+	}
+	if closeErr := out.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return fmt.Errorf("write file %q: %w", f.Path, err)
+	}
+	return nil
+}

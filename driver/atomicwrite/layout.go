@@ -1,0 +1,148 @@
+package atomicwrite
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// dataLink names the current generation.
+	dataLink = "..data"
+	// dataTmpLink is the new ..data link before it is renamed into place.
+	dataTmpLink = "..data_tmp"
+	// nameTmpLink is a new top-level link before it is renamed into place.
+	nameTmpLink = "..name_tmp"
+)
+
+// ErrConflict is wrapped when the volume directory holds an entry the writer
+// does not manage where it needs to put one of its own.
+var ErrConflict = errors.New("volume directory conflict")
+
+// lockDir takes an exclusive flock on dir; the returned func releases it.
+func lockDir(dir string) (func(), error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		_ = unix.Close(fd)
+		return nil, &os.PathError{Op: "flock", Path: dir, Err: err}
+	}
+	return func() { _ = unix.Close(fd) }, nil
+}
+
+// checkNames fails when ..data or a top-level name is a real directory, which
+// a symlink cannot be renamed over.
+func checkNames(dir string, names []string) error {
+	for _, name := range append([]string{dataLink}, names...) {
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			return fmt.Errorf("%w: %q in %q is a directory the writer does not manage", ErrConflict, name, dir)
+		}
+	}
+	return nil
+}
+
+// linkTarget is where the top-level link of name points.
+func linkTarget(name string) string {
+	return dataLink + "/" + name
+}
+
+// replaceSymlink atomically makes dir/name a symlink to target, through the
+// temporary link dir/tmp.
+func replaceSymlink(dir, tmp, name, target string) error {
+	tmpPath := filepath.Join(dir, tmp)
+	if err := os.Remove(tmpPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.Symlink(target, tmpPath); err != nil {
+		return err
+	}
+	if err := os.Rename(tmpPath, filepath.Join(dir, name)); err != nil {
+		return errors.Join(err, os.Remove(tmpPath))
+	}
+	return nil
+}
+
+// linkNames points every top-level name at ..data/name, leaving correct links alone.
+func linkNames(dir string, names []string) error {
+	for _, name := range names {
+		if linked(dir, name) {
+			continue
+		}
+		if err := replaceSymlink(dir, nameTmpLink, name, linkTarget(name)); err != nil {
+			return fmt.Errorf("link %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func linked(dir, name string) bool {
+	target, err := os.Readlink(filepath.Join(dir, name))
+	return err == nil && target == linkTarget(name)
+}
+
+// obsolete lists the entries of dir that the writer made and no longer needs:
+// generation directories other than gen, leftover temporary links, and
+// top-level links into ..data whose name is not in names. Entries the writer
+// did not make are never listed.
+func obsolete(dir, gen string, names []string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for _, e := range entries {
+		if isObsolete(dir, gen, names, e) {
+			stale = append(stale, e.Name())
+		}
+	}
+	return stale, nil
+}
+
+func isObsolete(dir, gen string, names []string, e fs.DirEntry) bool {
+	name := e.Name()
+	switch {
+	case name == dataLink || name == gen:
+		return false
+	case name == dataTmpLink || name == nameTmpLink:
+		return e.Type()&fs.ModeSymlink != 0
+	case strings.HasPrefix(name, reservedPrefix):
+		return e.IsDir()
+	case e.Type()&fs.ModeSymlink == 0 || isName(names, name):
+		return false
+	}
+	target, err := os.Readlink(filepath.Join(dir, name))
+	return err == nil && strings.HasPrefix(target, dataLink+"/")
+}
+
+// isName reports whether name is one of the sorted top-level names.
+func isName(names []string, name string) bool {
+	_, found := slices.BinarySearch(names, name)
+	return found
+}
+
+// removeEntries removes the named entries of dir. A directory is removed with
+// its content; a symlink itself is removed, never what it points to.
+func removeEntries(dir string, names []string) error {
+	var errs []error
+	for _, name := range names {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

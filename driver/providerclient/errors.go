@@ -1,0 +1,135 @@
+package providerclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrInvalidProviderName means the provider name cannot name a socket: it
+	// is empty or does not match ^[a-zA-Z0-9_-]{0,30}$.
+	ErrInvalidProviderName = errors.New("invalid provider name")
+	// ErrProviderNotFound means no configured directory holds a socket for
+	// the provider. The message names the provider and every directory
+	// searched.
+	ErrProviderNotFound = errors.New("provider not found")
+	// ErrProviderFailed means the provider call failed or the provider
+	// answered with an error code. The error is a *ProviderError.
+	ErrProviderFailed = errors.New("provider failed")
+	// ErrInvalidResponse means the provider answered without an error code
+	// but broke the contract, for example without object_version.
+	ErrInvalidResponse = errors.New("invalid provider response")
+	// ErrClosed means the Client was closed.
+	ErrClosed = errors.New("provider client closed")
+)
+
+// maxRecvSizeFlag is the driver flag that sets Config.MaxRecvMsgSize.
+const maxRecvSizeFlag = "--provider-max-recv-size"
+
+// ProviderError is a failed provider call or a response carrying an error
+// code. It keeps the provider's code so the driver can return it to kubelet
+// and label its metrics with it.
+type ProviderError struct {
+	// Provider is the provider name.
+	Provider string
+	// Code is the gRPC code of the failed call, or the code derived from
+	// ErrorCode (Internal when ErrorCode names no gRPC code).
+	Code codes.Code
+	// ErrorCode is MountResponse.error.code; empty when the call itself failed.
+	ErrorCode string
+	// Message is the status message of the failed call, if any.
+	Message string
+}
+
+// Error describes the failure with the provider and its code.
+func (e *ProviderError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "provider %q failed", e.Provider)
+	if e.ErrorCode != "" {
+		fmt.Fprintf(&b, " with error code %q", e.ErrorCode)
+	} else {
+		fmt.Fprintf(&b, ": %s", e.Code)
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrProviderFailed.
+func (e *ProviderError) Unwrap() error { return ErrProviderFailed }
+
+// GRPCStatus returns the status the driver answers with: Code, except that
+// Unknown (and a meaningless OK) become Internal.
+func (e *ProviderError) GRPCStatus() *status.Status {
+	return status.New(knownCode(e.Code), e.Error())
+}
+
+// knownCode replaces codes that must not reach kubelet by Internal.
+func knownCode(c codes.Code) codes.Code {
+	if c == codes.OK || c == codes.Unknown {
+		return codes.Internal
+	}
+	return c
+}
+
+// codeFromName returns the gRPC code whose name is the provider's error code,
+// such as "NotFound" or "PermissionDenied", and Internal for any other string.
+func codeFromName(name string) codes.Code {
+	for c := codes.Canceled; c <= codes.Unauthenticated; c++ {
+		if c.String() == name {
+			return knownCode(c)
+		}
+	}
+	return codes.Internal
+}
+
+// contextError is a call ended by its context: the deadline passed or the
+// caller canceled. It wraps the context's error and carries the matching
+// gRPC code.
+type contextError struct {
+	provider string
+	method   string
+	err      error
+}
+
+func (e *contextError) Error() string {
+	return fmt.Sprintf("provider %q: %s call: %v", e.provider, e.method, e.err)
+}
+
+func (e *contextError) Unwrap() error { return e.err }
+
+func (e *contextError) GRPCStatus() *status.Status {
+	return status.New(status.FromContextError(e.err).Code(), e.Error())
+}
+
+// callError turns the error of a gRPC call made with ctx into the error the
+// Client returns.
+func (c *Client) callError(ctx context.Context, provider, method string, err error) error {
+	st := status.Convert(err)
+	code := st.Code()
+	if ctxErr := ctx.Err(); ctxErr != nil && (code == codes.DeadlineExceeded || code == codes.Canceled) {
+		return &contextError{provider: provider, method: method, err: ctxErr}
+	}
+	pe := &ProviderError{Provider: provider, Code: knownCode(code), Message: st.Message()}
+	if isRecvTooLarge(st) {
+		pe.Message += fmt.Sprintf("; the response exceeds the driver's limit of %d bytes: raise the driver's %s flag",
+			c.maxRecvMsgSize, maxRecvSizeFlag)
+	}
+	return pe
+}
+
+// isRecvTooLarge reports whether the client refused a response larger than
+// its receive limit.
+func isRecvTooLarge(st *status.Status) bool {
+	msg := st.Message()
+	return st.Code() == codes.ResourceExhausted &&
+		strings.Contains(msg, "larger than max") && !strings.Contains(msg, "trying to send")
+}

@@ -1,0 +1,122 @@
+package driver
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/provider/v1alpha1"
+)
+
+// Volume-context keys kubelet sets, and the one the pod volume sets.
+const (
+	AttrClass          = "secretProviderClass"
+	AttrPodName        = "csi.storage.k8s.io/pod.name"
+	AttrPodNamespace   = "csi.storage.k8s.io/pod.namespace"
+	AttrPodUID         = "csi.storage.k8s.io/pod.uid"
+	AttrServiceAccount = "csi.storage.k8s.io/serviceAccount.name"
+	AttrTokens         = "csi.storage.k8s.io/serviceAccount.tokens"
+)
+
+// defaultFileMode is sent to providers as the JSON of the default mode.
+const defaultFileMode = 0o644
+
+// publishRequest is a validated NodePublishVolume request.
+type publishRequest struct {
+	volumeID       string
+	targetPath     string
+	readOnly       bool
+	className      string
+	podName        string
+	podNamespace   string
+	podUID         string
+	serviceAccount string
+	volumeContext  map[string]string
+	secrets        map[string]string
+}
+
+// parsePublishRequest checks a request before anything is touched. Errors
+// name the field and the fix.
+func parsePublishRequest(req *csi.NodePublishVolumeRequest) (*publishRequest, error) {
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, invalidf("volume ID is empty")
+	case req.GetTargetPath() == "":
+		return nil, invalidf("target path is empty")
+	case !filepath.IsAbs(req.GetTargetPath()) || filepath.Clean(req.GetTargetPath()) != req.GetTargetPath():
+		return nil, invalidf("target path %q must be an absolute, clean path", req.GetTargetPath())
+	case req.GetVolumeCapability() == nil:
+		return nil, invalidf("volume capability is missing")
+	case req.GetVolumeCapability().GetBlock() != nil:
+		return nil, invalidf("block access is not supported: secrets volumes are filesystem volumes")
+	case req.GetVolumeCapability().GetMount() == nil:
+		return nil, invalidf("volume capability must ask for mount access")
+	}
+	vc := req.GetVolumeContext()
+	p := &publishRequest{
+		volumeID:       req.GetVolumeId(),
+		targetPath:     req.GetTargetPath(),
+		readOnly:       req.GetReadonly(),
+		className:      vc[AttrClass],
+		podName:        vc[AttrPodName],
+		podNamespace:   vc[AttrPodNamespace],
+		podUID:         vc[AttrPodUID],
+		serviceAccount: vc[AttrServiceAccount],
+		volumeContext:  vc,
+		secrets:        req.GetSecrets(),
+	}
+	switch {
+	case p.className == "":
+		return nil, invalidf("volume attribute %s is missing: set volumeAttributes.%s in the pod's csi volume", AttrClass, AttrClass)
+	case p.podName == "" || p.podNamespace == "":
+		return nil, invalidf("volume context lacks %s and %s: set podInfoOnMount: true in the CSIDriver object", AttrPodName, AttrPodNamespace)
+	}
+	return p, nil
+}
+
+// buildMountRequest builds the provider's request exactly as the upstream
+// driver does: class parameters overlaid with every volume-context key,
+// the node-publish secret as a JSON object, the default mode "420".
+// Service account tokens that newer kubelets put in the secrets move to the
+// attributes, where providers look for them.
+func buildMountRequest(c *secretsstorev1.SecretProviderClass, p *publishRequest, current []volume.Object) (*v1alpha1.MountRequest, error) {
+	attrs := make(map[string]string, len(c.Spec.Parameters)+len(p.volumeContext)+1)
+	for k, v := range c.Spec.Parameters {
+		attrs[k] = v
+	}
+	for k, v := range p.volumeContext {
+		attrs[k] = v
+	}
+	secrets := make(map[string]string, len(p.secrets))
+	for k, v := range p.secrets {
+		if k == AttrTokens {
+			attrs[k] = v
+			continue
+		}
+		secrets[k] = v
+	}
+	attrJSON, err := json.Marshal(attrs)
+	if err != nil {
+		return nil, fmt.Errorf("encode attributes: %w", err)
+	}
+	secretJSON, err := json.Marshal(secrets)
+	if err != nil {
+		return nil, fmt.Errorf("encode secrets: %w", err)
+	}
+	versions := make([]*v1alpha1.ObjectVersion, 0, len(current))
+	for _, o := range current {
+		versions = append(versions, &v1alpha1.ObjectVersion{Id: o.ID, Version: o.Version})
+	}
+	return &v1alpha1.MountRequest{
+		Attributes:           string(attrJSON),
+		Secrets:              string(secretJSON),
+		TargetPath:           p.targetPath,
+		Permission:           strconv.Itoa(defaultFileMode),
+		CurrentObjectVersion: versions,
+	}, nil
+}

@@ -1,0 +1,142 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+	mount "k8s.io/mount-utils"
+	"k8s.io/utils/clock"
+
+	"github.com/keymount/keymount/driver/class"
+	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/provider/v1alpha1"
+)
+
+// ProviderClient calls provider plugins. *providerclient.Client implements it.
+type ProviderClient interface {
+	Mount(ctx context.Context, provider string, req *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error)
+}
+
+// Deps are the driver's collaborators, given rather than built so tests and
+// the CLI can choose them.
+type Deps struct {
+	Classes   class.Resolver
+	Providers ProviderClient
+	Volumes   *volume.Manager
+	Clock     clock.PassiveClock
+}
+
+// Driver is the CSI node plugin.
+type Driver struct {
+	cfg     Config
+	deps    Deps
+	serving atomic.Bool
+	locks   volumeLocks
+}
+
+// New validates cfg and returns a Driver.
+func New(cfg Config, deps Deps) (*Driver, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Classes == nil || deps.Providers == nil || deps.Volumes == nil {
+		return nil, errors.New("driver needs a class resolver, a provider client and a volume manager")
+	}
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
+	}
+	return &Driver{cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}}}, nil
+}
+
+// NewVolumeManager is a convenience for callers wiring a real node.
+func NewVolumeManager(stateDir string, sizeBytes int64) (*volume.Manager, error) {
+	return volume.NewManager(stateDir, sizeBytes, mount.New(""))
+}
+
+// Run listens on the configured endpoint and serves until ctx is done.
+func (d *Driver) Run(ctx context.Context) error {
+	path, err := socketPath(d.cfg.Endpoint)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return fmt.Errorf("create socket dir: %w", err)
+	}
+	if err := removeStaleSocket(path); err != nil {
+		return err
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", path, err)
+	}
+	defer func() { _ = os.Remove(path) }()
+	return d.Serve(ctx, l)
+}
+
+// Serve serves the Identity and Node services on l until ctx is done.
+func (d *Driver) Serve(ctx context.Context, l net.Listener) error {
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(logFailures))
+	csi.RegisterIdentityServer(srv, &identityServer{d: d})
+	csi.RegisterNodeServer(srv, &nodeServer{d: d})
+
+	errCh := make(chan error, 1)
+	go func() { errCh <- srv.Serve(l) }()
+	d.serving.Store(true)
+	klog.InfoS("serving CSI", "driver", d.cfg.DriverName, "endpoint", l.Addr().String(), "node", d.cfg.NodeID)
+	select {
+	case err := <-errCh:
+		d.serving.Store(false)
+		return fmt.Errorf("serve CSI: %w", err)
+	case <-ctx.Done():
+	}
+	d.serving.Store(false)
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		srv.Stop()
+	}
+	return nil
+}
+
+func removeStaleSocket(path string) error {
+	info, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("check socket %s: %w", path, err)
+	}
+	if info.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("endpoint %s exists and is not a socket: remove it or choose another --endpoint", path)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("remove stale socket: %w", err)
+	}
+	return nil
+}
+
+// logFailures logs every failed RPC once, with its method, code and
+// duration, and makes sure no handler leaks a non-status error.
+func logFailures(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	if err != nil {
+		err = toStatus(err)
+		st := status.Convert(err)
+		klog.ErrorS(errors.New(st.Message()), "CSI call failed", "method", info.FullMethod,
+			"code", st.Code().String(), "duration", time.Since(start))
+	}
+	return resp, err
+}

@@ -1,0 +1,75 @@
+package volume
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+const recordFile = "record.json"
+
+// Object is one mounted object and its version as reported by the provider.
+type Object struct {
+	ID      string `json:"id"`
+	Version string `json:"version"`
+}
+
+// Record is what the driver knows about a mounted volume. It holds no
+// secret material: names, versions and times only.
+type Record struct {
+	VolumeID       string   `json:"volumeID"`
+	TargetPath     string   `json:"targetPath"`
+	PodName        string   `json:"podName"`
+	PodNamespace   string   `json:"podNamespace"`
+	PodUID         string   `json:"podUID,omitempty"`
+	ServiceAccount string   `json:"serviceAccount,omitempty"`
+	Class          string   `json:"secretProviderClass"`
+	Provider       string   `json:"provider"`
+	ReadOnly       bool     `json:"readOnly"`
+	Objects        []Object `json:"objects"`
+	// Generation counts content changes written into the volume.
+	Generation int64 `json:"generation"`
+	// LastMount is the time of the last successful provider call.
+	LastMount time.Time `json:"lastMount"`
+	// LastChange is the time the files last changed.
+	LastChange time.Time `json:"lastChange"`
+	// LastError is the last failed refresh, cleared by the next success.
+	LastError     string    `json:"lastError,omitempty"`
+	LastErrorTime time.Time `json:"lastErrorTime,omitzero"`
+}
+
+// LoadRecord returns the volume's record, or (nil, nil) when none was saved:
+// the volume has never been published successfully.
+func (v *Volume) LoadRecord() (*Record, error) {
+	data, err := os.ReadFile(filepath.Join(v.Dir, recordFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read volume record: %w", err)
+	}
+	r := &Record{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("decode volume record %s: %w", filepath.Join(v.Dir, recordFile), err)
+	}
+	return r, nil
+}
+
+// SaveRecord replaces the volume's record atomically.
+func (v *Volume) SaveRecord(r *Record) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode volume record: %w", err)
+	}
+	tmp := filepath.Join(v.Dir, "."+recordFile+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write volume record: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(v.Dir, recordFile)); err != nil {
+		return fmt.Errorf("save volume record: %w", err)
+	}
+	return nil
+}

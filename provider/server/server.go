@@ -1,0 +1,156 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/keymount/keymount/provider/v1alpha1"
+)
+
+const (
+	// socketMode lets the driver (root or the socket's group) connect.
+	socketMode os.FileMode = 0o660
+	// maxSocketPath is the longest path a unix socket address holds
+	// (sun_path is 108 bytes including the terminating NUL).
+	maxSocketPath = 107
+	// gracefulStopTimeout bounds how long in-flight calls may finish after
+	// the context is done.
+	gracefulStopTimeout = 10 * time.Second
+)
+
+// nameRE is the provider name rule of the Secrets Store CSI driver.
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{0,30}$`)
+
+// Config configures a Server.
+type Config struct {
+	// Name of the provider, as in SecretProviderClass spec.provider: letters,
+	// digits, '_' and '-', at most 30.
+	Name string
+	// Version of the provider binary, reported by the Version call.
+	Version string
+	// SocketDir is the directory the driver searches for provider sockets,
+	// /var/run/secrets-store-csi-providers by default. Only Serve needs it.
+	SocketDir string
+}
+
+// Server serves a Provider over the v1alpha1 gRPC API.
+type Server struct {
+	cfg      Config
+	provider Provider
+}
+
+// New validates cfg and returns a Server for p.
+func New(cfg Config, p Provider) (*Server, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("provider name is empty")
+	}
+	if !nameRE.MatchString(cfg.Name) {
+		return nil, fmt.Errorf("provider name %q must match %s", cfg.Name, nameRE)
+	}
+	if p == nil {
+		return nil, errors.New("provider is nil")
+	}
+	s := &Server{cfg: cfg, provider: p}
+	if cfg.SocketDir != "" {
+		if path := s.SocketPath(); len(path) > maxSocketPath {
+			return nil, fmt.Errorf("socket path %s is %d bytes, more than a unix socket allows (%d)", path, len(path), maxSocketPath)
+		}
+	}
+	return s, nil
+}
+
+// SocketPath is where Serve listens: <SocketDir>/<Name>.sock.
+func (s *Server) SocketPath() string {
+	return filepath.Join(s.cfg.SocketDir, s.cfg.Name+".sock")
+}
+
+// Serve listens on SocketPath, replacing a stale socket left by a previous
+// run, and serves until ctx is done. Then it lets in-flight calls finish for a
+// bounded time and removes the socket.
+func (s *Server) Serve(ctx context.Context) (err error) {
+	if s.cfg.SocketDir == "" {
+		return errors.New("socket directory is not set; use ServeListener to serve on a listener of your own")
+	}
+	path := s.SocketPath()
+	if err := removeStaleSocket(path); err != nil {
+		return err
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer func() {
+		if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("remove socket: %w", rerr))
+		}
+	}()
+	if err := os.Chmod(path, socketMode); err != nil {
+		_ = l.Close() // the chmod error is the one to report
+		return fmt.Errorf("set socket mode: %w", err)
+	}
+	return s.ServeListener(ctx, l)
+}
+
+// ServeListener serves on l until ctx is done, then stops gracefully within a
+// bound. It closes l.
+func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(logFailures(s.cfg.Name)))
+	v1alpha1.RegisterCSIDriverProviderServer(gs, &service{cfg: s.cfg, provider: s.provider})
+
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(l) }()
+
+	select {
+	case err := <-served:
+		gs.Stop()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	stopGracefully(gs, gracefulStopTimeout)
+	<-served // nil once stopped
+	return nil
+}
+
+// stopGracefully waits up to timeout for in-flight calls, then cancels them.
+func stopGracefully(gs *grpc.Server, timeout time.Duration) {
+	stopped := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(stopped)
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+		gs.Stop()
+		<-stopped
+	}
+}
+
+// removeStaleSocket removes a socket file left at path by an earlier run. It
+// refuses to remove anything that is not a socket.
+func removeStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("check socket path: %w", err)
+	case fi.Mode().Type() != fs.ModeSocket:
+		return fmt.Errorf("%s exists and is not a socket (%v); refusing to replace it", path, fi.Mode().Type())
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("remove stale socket: %w", err)
+	}
+	return nil
+}

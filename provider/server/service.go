@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/provider/v1alpha1"
+)
+
+// APIVersion is the provider API version the kit speaks.
+const APIVersion = "v1alpha1"
+
+// Provider is what a provider implements; the kit does the gRPC plumbing.
+type Provider interface {
+	// Mount returns the files of one volume. Wrap ErrNotFound,
+	// ErrPermissionDenied or ErrInvalidParameters (or return a gRPC status
+	// error) to choose the code the driver sees; other errors are Internal.
+	Mount(ctx context.Context, req *MountRequest) (*MountResult, error)
+}
+
+// service adapts a Provider to the v1alpha1 gRPC service.
+type service struct {
+	v1alpha1.UnimplementedCSIDriverProviderServer
+
+	cfg      Config
+	provider Provider
+}
+
+var _ v1alpha1.CSIDriverProviderServer = (*service)(nil)
+
+func (s *service) Version(context.Context, *v1alpha1.VersionRequest) (*v1alpha1.VersionResponse, error) {
+	return &v1alpha1.VersionResponse{
+		Version:        APIVersion,
+		RuntimeName:    s.cfg.Name,
+		RuntimeVersion: s.cfg.Version,
+	}, nil
+}
+
+// Mount parses the request, calls the provider and converts the result. On
+// failure it returns a response carrying error.code together with the status
+// error; over gRPC only the status (and its code) reaches the driver.
+func (s *service) Mount(ctx context.Context, wire *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
+	req, err := parseRequest(wire)
+	if err != nil {
+		return failed(status.New(codes.InvalidArgument, err.Error()))
+	}
+	res, err := s.provider.Mount(ctx, req)
+	if err != nil {
+		return failed(statusOf(err))
+	}
+	resp, err := toWire(res)
+	if err != nil {
+		return failed(status.New(codes.Internal, err.Error()))
+	}
+	return resp, nil
+}
+
+func failed(st *status.Status) (*v1alpha1.MountResponse, error) {
+	return &v1alpha1.MountResponse{Error: &v1alpha1.Error{Code: st.Code().String()}}, st.Err()
+}
+
+// logFailures logs each failed call once, without the request: attributes,
+// secrets and file contents never reach the log.
+func logFailures(provider string) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		if err != nil {
+			kv := []any{"provider", provider, "method", info.FullMethod, "code", status.Code(err), "duration", time.Since(start)}
+			if mr, ok := req.(*v1alpha1.MountRequest); ok {
+				kv = append(kv, "targetPath", mr.GetTargetPath())
+			}
+			klog.ErrorS(err, "provider call failed", kv...)
+		}
+		return resp, err
+	}
+}
