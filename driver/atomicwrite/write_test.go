@@ -67,7 +67,7 @@ func TestWrite(t *testing.T) {
 			name: "modes per file",
 			files: []atomicwrite.File{
 				file("r", "r", 0o400), file("rw", "rw", 0o600), file("group", "g", 0o640),
-				file("exec", "x", 0o755), file("all", "a", 0o777), file("d/none", "n", 0o000),
+				file("exec", "x", 0o755), file("all", "a", 0o777), file("d/write-only", "w", 0o200),
 			},
 			wantChanged: true,
 		},
@@ -186,22 +186,22 @@ func TestWriteConflictKeepsOldContent(t *testing.T) {
 func TestWriteRepairsLayout(t *testing.T) {
 	files := []atomicwrite.File{file("a", "a", 0), file("b/c", "c", 0)}
 	tests := []struct {
-		name  string
-		break_ func(dir string) error
+		name string
+		mess func(dir string) error
 	}{
-		{name: "missing top-level link", break_: func(dir string) error { return os.Remove(filepath.Join(dir, "b")) }},
-		{name: "wrong top-level link", break_: func(dir string) error {
+		{name: "missing top-level link", mess: func(dir string) error { return os.Remove(filepath.Join(dir, "b")) }},
+		{name: "wrong top-level link", mess: func(dir string) error {
 			return errors.Join(os.Remove(filepath.Join(dir, "a")), os.Symlink("..data/b", filepath.Join(dir, "a")))
 		}},
-		{name: "stale link of a removed file", break_: func(dir string) error { return os.Symlink("..data/gone", filepath.Join(dir, "gone")) }},
-		{name: "leftover old generation", break_: func(dir string) error { return os.Mkdir(filepath.Join(dir, "..2020_01_01_00_00_00.0.1"), 0o755) }},
-		{name: "leftover temporary link", break_: func(dir string) error { return os.Symlink("..gone", filepath.Join(dir, "..data_tmp")) }},
+		{name: "stale link of a removed file", mess: func(dir string) error { return os.Symlink("..data/gone", filepath.Join(dir, "gone")) }},
+		{name: "leftover old generation", mess: func(dir string) error { return os.Mkdir(filepath.Join(dir, "..2020_01_01_00_00_00.0.1"), 0o755) }},
+		{name: "leftover temporary link", mess: func(dir string) error { return os.Symlink("..gone", filepath.Join(dir, "..data_tmp")) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := newVolume(t, false)
 			mustWrite(t, v.dir, files)
-			if err := tt.break_(v.dir); err != nil {
+			if err := tt.mess(v.dir); err != nil {
 				t.Fatal(err)
 			}
 			if !mustWrite(t, v.dir, files) {

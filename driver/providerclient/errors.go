@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -115,15 +116,29 @@ func (e *contextError) GRPCStatus() *status.Status {
 func (c *Client) callError(ctx context.Context, provider, method string, err error) error {
 	st := status.Convert(err)
 	code := st.Code()
-	if ctxErr := ctx.Err(); ctxErr != nil && (code == codes.DeadlineExceeded || code == codes.Canceled) {
-		return &contextError{provider: provider, method: method, err: ctxErr}
+	if code == codes.DeadlineExceeded || code == codes.Canceled {
+		if ctxErr := contextEnded(ctx); ctxErr != nil {
+			return &contextError{provider: provider, method: method, err: ctxErr}
+		}
 	}
 	pe := &ProviderError{Provider: provider, Code: knownCode(code), Message: st.Message()}
 	if isRecvTooLarge(st) {
-		pe.Message += fmt.Sprintf("; the response exceeds the driver's limit of %d bytes: raise the driver's %s flag",
-			c.maxRecvMsgSize, maxRecvSizeFlag)
+		pe.Message += fmt.Sprintf("; raise the driver's %s flag (now %d bytes)", maxRecvSizeFlag, c.maxRecvMsgSize)
 	}
 	return pe
+}
+
+// contextEnded returns why ctx ended, or nil. A deadline that has passed
+// counts even before ctx's own timer fires: the provider enforces the same
+// deadline, and its answer can arrive first.
+func contextEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // isRecvTooLarge reports whether the client refused a response larger than

@@ -1,0 +1,81 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/keymount/keymount/driver/atomicwrite"
+	"github.com/keymount/keymount/driver/class"
+	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/driver/volume"
+)
+
+func TestToStatus(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"invalid request", invalidf("volume ID is empty"), codes.InvalidArgument},
+		{"busy", fmt.Errorf("%w on volume v", errBusy), codes.Aborted},
+		{"class not found", fmt.Errorf("resolve: %w", class.ErrNotFound), codes.FailedPrecondition},
+		{"class invalid", fmt.Errorf("resolve: %w", class.ErrInvalid), codes.FailedPrecondition},
+		{"provider name", fmt.Errorf("x: %w", providerclient.ErrInvalidProviderName), codes.FailedPrecondition},
+		{"provider missing", fmt.Errorf("x: %w", providerclient.ErrProviderNotFound), codes.FailedPrecondition},
+		{"volume not found", fmt.Errorf("x: %w", volume.ErrNotFound), codes.NotFound},
+		{"provider code kept", fmt.Errorf("mount: %w", &providerclient.ProviderError{Provider: "aws", Code: codes.PermissionDenied}), codes.PermissionDenied},
+		{"provider unknown becomes internal", &providerclient.ProviderError{Provider: "aws", Code: codes.Unknown}, codes.Internal},
+		{"deadline", fmt.Errorf("call: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
+		{"canceled", fmt.Errorf("call: %w", context.Canceled), codes.Canceled},
+		{"bad provider path", fmt.Errorf("write: %w", atomicwrite.ErrInvalidPath), codes.Internal},
+		{"bad provider response", fmt.Errorf("x: %w", providerclient.ErrInvalidResponse), codes.Internal},
+		{"plain error", errors.New("disk on fire"), codes.Internal},
+		{"bare status kept", status.Error(codes.ResourceExhausted, "slow down"), codes.ResourceExhausted},
+		{"bare unknown status", status.Error(codes.Unknown, "what"), codes.Internal},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := toStatus(tc.err)
+			if c := status.Code(got); c != tc.want {
+				t.Fatalf("toStatus(%v) code = %v, want %v", tc.err, c, tc.want)
+			}
+		})
+	}
+	if toStatus(nil) != nil {
+		t.Fatal("toStatus(nil) must be nil")
+	}
+}
+
+func TestToStatusKeepsMessage(t *testing.T) {
+	err := toStatus(fmt.Errorf("resolve: %w: %q", class.ErrNotFound, "db-creds"))
+	if msg := status.Convert(err).Message(); msg != `resolve: secretproviderclass not found: "db-creds"` {
+		t.Fatalf("message = %q", msg)
+	}
+}
+
+func TestVolumeLocks(t *testing.T) {
+	l := volumeLocks{held: map[string]struct{}{}}
+	release, err := l.acquire("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.acquire("v1"); !errors.Is(err, errBusy) {
+		t.Fatalf("second acquire: err = %v, want errBusy", err)
+	}
+	other, err := l.acquire("v2")
+	if err != nil {
+		t.Fatalf("other volume must not be blocked: %v", err)
+	}
+	other()
+	release()
+	again, err := l.acquire("v1")
+	if err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+	again()
+}
