@@ -66,15 +66,15 @@ func (d *Driver) volumeStats(volumeID, path string) (*csi.NodeGetVolumeStatsResp
 	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
 		{
 			Unit:      csi.VolumeUsage_BYTES,
-			Total:     int64(st.Blocks) * bsize,                //nolint:gosec // G115: block counts of a tmpfs fit in int64.
-			Available: int64(st.Bavail) * bsize,                //nolint:gosec // G115: as above.
-			Used:      int64(st.Blocks-st.Bfree) * bsize,       //nolint:gosec // G115: as above.
+			Total:     int64(st.Blocks) * bsize,          //nolint:gosec // G115: block counts of a tmpfs fit in int64.
+			Available: int64(st.Bavail) * bsize,          //nolint:gosec // G115: as above.
+			Used:      int64(st.Blocks-st.Bfree) * bsize, //nolint:gosec // G115: as above.
 		},
 		{
 			Unit:      csi.VolumeUsage_INODES,
-			Total:     int64(st.Files),                         //nolint:gosec // G115: inode counts fit in int64.
-			Available: int64(st.Ffree),                         //nolint:gosec // G115: as above.
-			Used:      int64(st.Files - st.Ffree),              //nolint:gosec // G115: as above.
+			Total:     int64(st.Files),            //nolint:gosec // G115: inode counts fit in int64.
+			Available: int64(st.Ffree),            //nolint:gosec // G115: as above.
+			Used:      int64(st.Files - st.Ffree), //nolint:gosec // G115: as above.
 		},
 	}}, nil
 }

@@ -101,6 +101,8 @@ func (d *Driver) newRecord(p *publishRequest, spc *secretsstorev1.SecretProvider
 		rec.Objects = append(rec.Objects, volume.Object{ID: o.GetId(), Version: o.GetVersion()})
 	}
 	if prev != nil {
+		// The bind mount keeps the mode of the first publish.
+		rec.ReadOnly = prev.ReadOnly
 		rec.Generation = prev.Generation
 		rec.LastChange = prev.LastChange
 		if changed {

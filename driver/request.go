@@ -20,6 +20,7 @@ const (
 	AttrPodNamespace   = "csi.storage.k8s.io/pod.namespace"
 	AttrPodUID         = "csi.storage.k8s.io/pod.uid"
 	AttrServiceAccount = "csi.storage.k8s.io/serviceAccount.name"
+	AttrEphemeral      = "csi.storage.k8s.io/ephemeral"
 	AttrTokens         = "csi.storage.k8s.io/serviceAccount.tokens"
 )
 

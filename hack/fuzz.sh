@@ -21,16 +21,20 @@ if [[ ${#dirs[@]} -eq 0 ]]; then
 	dirs=(.)
 fi
 
-# "dir<TAB>FuzzName" lines, sorted, skipping testdata, vendor and hidden dirs.
+# "dir<TAB>FuzzName" lines, sorted, skipping testdata, vendor and .git.
 mapfile -t targets < <(
-	grep -rEo --include='*_test.go' --exclude-dir=testdata --exclude-dir=vendor --exclude-dir='.*' \
+	grep -rEo --include='*_test.go' --exclude-dir=testdata --exclude-dir=vendor --exclude-dir=.git \
 		'^func Fuzz[A-Za-z0-9_]*\(' "${dirs[@]}" |
 		sed -E 's#^(\./)?(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*)\($#\2\t\3#' |
-		grep -E $'\t'"(${only})" |
+		awk -F'\t' -v re="${only}" '$2 ~ re' |
 		sort -u || true
 )
 
 if [[ ${#targets[@]} -eq 0 ]]; then
+	if [[ "$only" != "." ]]; then
+		echo "fuzz: no fuzz target matches FUZZ=${only}" >&2
+		exit 1
+	fi
 	echo "fuzz: no fuzz targets found"
 	exit 0
 fi

@@ -7,6 +7,8 @@ import (
 	"path"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -98,6 +100,21 @@ func writeFile(root *os.Root, f File) error {
 	}
 	if err != nil {
 		return fmt.Errorf("write file %q: %w", f.Path, err)
+	}
+	return nil
+}
+
+// retire records in the mtime of generation gen that ..data stopped naming it
+// now. The symlink itself would be touched, never what it points to.
+func retire(dir, gen string) error {
+	if gen == "" {
+		return nil
+	}
+	now := unix.NsecToTimespec(time.Now().UnixNano())
+	p := filepath.Join(dir, gen)
+	err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "retire generation", Path: p, Err: err}
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func newVolume(t testing.TB, tmpfs bool) volume {
 // root, so a failed mount is a failure, not a skip.
 func mountTmpfs(t testing.TB, dir string) {
 	t.Helper()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=64m,mode=0755"); err != nil {
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=512m,mode=0755"); err != nil {
 		t.Fatalf("mount tmpfs on %s: %v", dir, err)
 	}
 	t.Cleanup(func() {
@@ -68,6 +68,31 @@ func mustWrite(t testing.TB, dir string, files []atomicwrite.File) bool {
 		t.Fatalf("Write: %v", err)
 	}
 	return changed
+}
+
+// generations lists the generation directories in dir.
+func generations(t testing.TB, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gens []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "..") {
+			gens = append(gens, e.Name())
+		}
+	}
+	return gens
+}
+
+// age sets the mtime of dir/name, the time a generation was retired, to long ago.
+func age(t testing.TB, dir, name string) {
+	t.Helper()
+	long := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, name), long, long); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func currentGen(t testing.TB, dir string) string {
@@ -186,7 +211,8 @@ func checkFile(t *testing.T, dir string, f atomicwrite.File) {
 	}
 }
 
-// checkRoot checks that dir holds ..data, one generation and one link per top-level name, nothing else.
+// checkRoot checks that dir holds ..data, the current generation and one link
+// per top-level name, nothing else besides retired generations.
 func checkRoot(t *testing.T, dir string, want []atomicwrite.File) {
 	t.Helper()
 	gen := currentGen(t, dir)
@@ -202,6 +228,9 @@ func checkRoot(t *testing.T, dir string, want []atomicwrite.File) {
 	}
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
+		if e.IsDir() && strings.HasPrefix(e.Name(), "..2") && e.Name() != gen {
+			continue // a retired generation, see TestWriteRetiresGenerations
+		}
 		if e.Type()&fs.ModeSymlink != 0 {
 			gotRoot[e.Name()], _ = os.Readlink(p)
 			continue

@@ -96,33 +96,34 @@ func linked(dir, name string) bool {
 }
 
 // obsolete lists the entries of dir that the writer made and no longer needs:
-// generation directories other than gen, leftover temporary links, and
+// generation directories that keepGen rejects, leftover temporary links, and
 // top-level links into ..data whose name is not in names. Entries the writer
 // did not make are never listed.
-func obsolete(dir, gen string, names []string) ([]string, error) {
+func obsolete(dir string, names []string, keepGen func(fs.DirEntry) bool) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	var stale []string
 	for _, e := range entries {
-		if isObsolete(dir, gen, names, e) {
+		if isObsolete(dir, names, keepGen, e) {
 			stale = append(stale, e.Name())
 		}
 	}
 	return stale, nil
 }
 
-func isObsolete(dir, gen string, names []string, e fs.DirEntry) bool {
+func isObsolete(dir string, names []string, keepGen func(fs.DirEntry) bool, e fs.DirEntry) bool {
 	name := e.Name()
+	isLink := e.Type()&fs.ModeSymlink != 0
 	switch {
-	case name == dataLink || name == gen:
+	case name == dataLink:
 		return false
 	case name == dataTmpLink || name == nameTmpLink:
-		return e.Type()&fs.ModeSymlink != 0
+		return isLink
 	case strings.HasPrefix(name, reservedPrefix):
-		return e.IsDir()
-	case e.Type()&fs.ModeSymlink == 0 || isName(names, name):
+		return e.IsDir() && !keepGen(e)
+	case !isLink || isName(names, name):
 		return false
 	}
 	target, err := os.Readlink(filepath.Join(dir, name))
@@ -133,6 +134,18 @@ func isObsolete(dir, gen string, names []string, e fs.DirEntry) bool {
 func isName(names []string, name string) bool {
 	_, found := slices.BinarySearch(names, name)
 	return found
+}
+
+// cleanup removes what obsolete lists.
+func cleanup(dir string, names []string, keepGen func(fs.DirEntry) bool) error {
+	stale, err := obsolete(dir, names, keepGen)
+	if err != nil {
+		return fmt.Errorf("list old entries: %w", err)
+	}
+	if err := removeEntries(dir, stale); err != nil {
+		return fmt.Errorf("remove old entries: %w", err)
+	}
+	return nil
 }
 
 // removeEntries removes the named entries of dir. A directory is removed with

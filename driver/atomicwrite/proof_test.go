@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -15,10 +16,10 @@ import (
 	"github.com/keymount/keymount/driver/atomicwrite"
 )
 
-const (
-	proofWrites  = 1000
-	proofReaders = 3
-)
+const proofWrites = 1000
+
+// proofReaders is 2 to 4 reader goroutines, one per CPU.
+var proofReaders = min(4, max(2, runtime.NumCPU()))
 
 // proofPaths are the files of every generation of the proof, some nested.
 var proofPaths = []string{

@@ -4,18 +4,27 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"k8s.io/klog/v2"
 )
 
+// retireGrace is how long a generation stays on disk after ..data stopped
+// naming it. A reader's path lookup that read ..data just before a swap may
+// be descheduled for a while before it reaches the file; deleting the old
+// generation at once makes such a lookup fail with ENOENT.
+const retireGrace = 5 * time.Second
+
 // Write atomically replaces the whole content of dir with files. It validates
 // every path first (ValidatePath, duplicates, and a file that is also a
 // directory of another file like "a" and "a/b") and writes nothing if any is
-// bad. It returns changed=false and writes nothing when dir already holds
-// exactly these files (same set of paths, modes, bytes) in a tidy layout.
+// bad. It returns changed=false and writes nothing visible when dir already
+// holds exactly these files (same set of paths, modes, bytes); it then only
+// removes generations retired more than retireGrace ago.
 //
 // A failure before the swap of ..data leaves the old content intact and
 // returns changed=false. changed=true with an error means the new content is
@@ -32,8 +41,9 @@ func Write(dir string, files []File) (changed bool, err error) {
 	defer unlock()
 
 	names := topLevelNames(want)
-	if unchanged(dir, want, names) {
-		return false, nil
+	prev, same := inspect(dir, want, names)
+	if same {
+		return false, cleanup(dir, names, keepGenerations(prev, prev, time.Now()))
 	}
 	if err := checkNames(dir, names); err != nil {
 		return false, err
@@ -45,31 +55,32 @@ func Write(dir string, files []File) (changed bool, err error) {
 	if err := swap(dir, gen); err != nil {
 		return false, err
 	}
-	if err := publish(dir, gen, names); err != nil {
+	if err := publish(dir, names, gen, prev); err != nil {
 		return true, err
 	}
 	klog.V(4).InfoS("wrote volume generation", "targetPath", dir, "generation", gen, "files", len(want))
 	return true, nil
 }
 
-// unchanged reports whether dir already holds exactly want, with every
-// top-level link in place and nothing left to clean up.
-func unchanged(dir string, want []File, names []string) bool {
+// inspect returns the current generation of dir, and whether it holds exactly
+// want with every top-level link in place and no stale or temporary link.
+// Retired generations do not count here.
+func inspect(dir string, want []File, names []string) (string, bool) {
 	gen, got, err := readCurrent(dir)
 	if err != nil {
 		klog.V(2).InfoS("rewriting volume with unreadable content", "targetPath", dir, "err", err)
-		return false
+		return "", false
 	}
 	if gen == "" || !slices.EqualFunc(got, want, sameFile) {
-		return false
+		return gen, false
 	}
 	for _, name := range names {
 		if !linked(dir, name) {
-			return false
+			return gen, false
 		}
 	}
-	stale, err := obsolete(dir, gen, names)
-	return err == nil && len(stale) == 0
+	stale, err := obsolete(dir, names, func(fs.DirEntry) bool { return true })
+	return gen, err == nil && len(stale) == 0
 }
 
 func sameFile(a, b File) bool {
@@ -86,18 +97,24 @@ func swap(dir, gen string) error {
 	return nil
 }
 
-// publish runs after the swap: it adds the missing top-level links, then
-// removes the links of files no longer present and every old generation.
-func publish(dir, gen string, names []string) error {
+// publish runs after the swap: it adds the missing top-level links, marks
+// prev retired, and removes the links of files no longer present and the
+// generations retired more than retireGrace ago.
+func publish(dir string, names []string, gen, prev string) error {
 	if err := linkNames(dir, names); err != nil {
 		return err
 	}
-	stale, err := obsolete(dir, gen, names)
-	if err != nil {
-		return fmt.Errorf("list old entries: %w", err)
+	return errors.Join(retire(dir, prev), cleanup(dir, names, keepGenerations(gen, prev, time.Now())))
+}
+
+// keepGenerations keeps gen, prev, and every generation whose mtime, the time
+// it was retired, is less than retireGrace before now.
+func keepGenerations(gen, prev string, now time.Time) func(fs.DirEntry) bool {
+	return func(e fs.DirEntry) bool {
+		if e.Name() == gen || e.Name() == prev {
+			return true
+		}
+		fi, err := e.Info()
+		return err != nil || now.Sub(fi.ModTime()) < retireGrace
 	}
-	if err := removeEntries(dir, stale); err != nil {
-		return fmt.Errorf("remove old entries: %w", err)
-	}
-	return nil
 }

@@ -98,18 +98,37 @@ func TestWrite(t *testing.T) {
 	}
 }
 
-func TestWriteReplacesGeneration(t *testing.T) {
+// TestWriteRetiresGenerations checks that a replaced generation stays for a
+// grace period, so lookups in flight still find it, and is then removed by
+// the next Write, changed or not.
+func TestWriteRetiresGenerations(t *testing.T) {
 	v := newVolume(t, false)
 	mustWrite(t, v.dir, []atomicwrite.File{file("a", "1", 0)})
-	oldGen := currentGen(t, v.dir)
+	gen1 := currentGen(t, v.dir)
 	mustWrite(t, v.dir, []atomicwrite.File{file("a", "2", 0)})
-	newGen := currentGen(t, v.dir)
-	if newGen == oldGen {
-		t.Fatalf("generation %s kept after a change", oldGen)
+	gen2 := currentGen(t, v.dir)
+	if gen2 == gen1 {
+		t.Fatalf("generation %s kept after a change", gen1)
 	}
-	if _, err := os.Lstat(filepath.Join(v.dir, oldGen)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("old generation %s still present after the swap: %v", oldGen, err)
+	if b, err := os.ReadFile(filepath.Join(v.dir, gen1, "a")); err != nil || string(b) != "1" {
+		t.Errorf("just retired generation: a = %q, %v; want it kept with its content", b, err)
 	}
+
+	age(t, v.dir, gen1)
+	mustWrite(t, v.dir, []atomicwrite.File{file("a", "3", 0)})
+	gen3 := currentGen(t, v.dir)
+	if diff := cmp.Diff([]string{gen2, gen3}, generations(t, v.dir)); diff != "" {
+		t.Errorf("generations after a change (-want +got):\n%s", diff)
+	}
+
+	age(t, v.dir, gen2)
+	if mustWrite(t, v.dir, []atomicwrite.File{file("a", "3", 0)}) {
+		t.Errorf("unchanged Write returned changed=true")
+	}
+	if diff := cmp.Diff([]string{gen3}, generations(t, v.dir)); diff != "" {
+		t.Errorf("generations after an unchanged Write (-want +got):\n%s", diff)
+	}
+	checkVolume(t, v.dir, []atomicwrite.File{file("a", "3", 0)})
 }
 
 func TestReadEmptyVolume(t *testing.T) {
@@ -194,7 +213,6 @@ func TestWriteRepairsLayout(t *testing.T) {
 			return errors.Join(os.Remove(filepath.Join(dir, "a")), os.Symlink("..data/b", filepath.Join(dir, "a")))
 		}},
 		{name: "stale link of a removed file", mess: func(dir string) error { return os.Symlink("..data/gone", filepath.Join(dir, "gone")) }},
-		{name: "leftover old generation", mess: func(dir string) error { return os.Mkdir(filepath.Join(dir, "..2020_01_01_00_00_00.0.1"), 0o755) }},
 		{name: "leftover temporary link", mess: func(dir string) error { return os.Symlink("..gone", filepath.Join(dir, "..data_tmp")) }},
 	}
 	for _, tt := range tests {

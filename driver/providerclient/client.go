@@ -164,6 +164,9 @@ func (c *Client) Close() error {
 // connFor discovers provider's socket and returns the connection to it,
 // creating the connection on first use.
 func (c *Client) connFor(provider string) (*grpc.ClientConn, error) {
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
 	path, err := c.SocketPath(provider)
 	if err != nil {
 		return nil, err
@@ -183,6 +186,12 @@ func (c *Client) connFor(provider string) (*grpc.ClientConn, error) {
 	c.conns[path] = cc
 	klog.V(4).InfoS("created provider connection", "provider", provider, "socket", path)
 	return cc, nil
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 // dial creates a lazy connection to the socket at path. The target is a

@@ -267,6 +267,9 @@ func TestClose(t *testing.T) {
 	if _, err := c.Version(t.Context(), "aws"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Version() after Close: %v; want ErrClosed", err)
 	}
+	if _, err := c.Mount(t.Context(), "gone", okMountRequest()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Mount() of a missing provider after Close: %v; want ErrClosed", err)
+	}
 	if err := c.Close(); err != nil {
 		t.Errorf("second Close(): %v", err)
 	}

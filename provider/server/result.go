@@ -69,7 +69,8 @@ func toWire(res *MountResult) (*v1alpha1.MountResponse, error) {
 		if f.Mode&^os.ModePerm != 0 {
 			return nil, fmt.Errorf("provider returned file %q with mode %v: only permission bits are allowed", f.Path, f.Mode)
 		}
-		resp.Files = append(resp.Files, &v1alpha1.File{Path: f.Path, Mode: int32(f.Mode), Contents: f.Contents})
+		mode := int32(f.Mode) //nolint:gosec // G115: only permission bits (checked above), at most 0777.
+		resp.Files = append(resp.Files, &v1alpha1.File{Path: f.Path, Mode: mode, Contents: f.Contents})
 	}
 	return resp, nil
 }

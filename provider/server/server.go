@@ -116,7 +116,9 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
 	case <-ctx.Done():
 	}
 	stopGracefully(gs, gracefulStopTimeout)
-	<-served // nil once stopped
+	if err := <-served; err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	return nil
 }
 

@@ -1,0 +1,226 @@
+# keymount: build, test and release tasks. `make` (or `make help`) lists them.
+#
+# Tools are pinned below and installed outside the work tree, into
+# $(KEYMOUNT_CACHE)/bin, under versioned names: a clean clone reuses them and
+# changing a pin installs the new version on the next run. protoc comes from
+# Debian (hack/install-deps.sh installs it when it is missing).
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+# Targets run one after the other even under -j, so `make test` output reads
+# top to bottom (go itself builds and tests in parallel).
+.NOTPARALLEL:
+MAKEFLAGS += --no-builtin-rules --no-print-directory
+
+# ---------------------------------------------------------------- settings
+
+GO ?= go
+GOFMT ?= $(shell $(GO) env GOROOT)/bin/gofmt
+
+# The binaries under cmd/ that `make build` and the image ship.
+BINARIES := keymount-driver keymount-provider-local keymount
+BIN_DIR ?= bin
+
+TEST_TIMEOUT ?= 20m
+TEST_FLAGS ?= -race -count=1 -timeout $(TEST_TIMEOUT)
+
+FUZZTIME ?= 30s
+FUZZ ?= .
+BENCH_PKGS ?= ./driver/... ./tests/bench/...
+BENCH ?= .
+BENCHTIME ?=
+
+IMAGE ?= keymount:dev
+
+KEYMOUNT_CACHE ?= $(HOME)/.cache/keymount
+TOOLS_BIN := $(KEYMOUNT_CACHE)/bin
+TOOLS_TMP := $(KEYMOUNT_CACHE)/tmp
+
+# ------------------------------------------------------------- tool pins
+
+# protoc is Debian bookworm's protobuf-compiler; the generated headers record
+# its version, so another protoc would make `make verify` fail.
+PROTOC_VERSION := 3.21.12
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+GOLANGCI_LINT_VERSION := v2.15.0
+
+PROTOC_GEN_GO_PKG := google.golang.org/protobuf/cmd/protoc-gen-go
+PROTOC_GEN_GO_GRPC_PKG := google.golang.org/grpc/cmd/protoc-gen-go-grpc
+GOLANGCI_LINT_PKG := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+PROTOC_GEN_GO := $(TOOLS_BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
+PROTOC_GEN_GO_GRPC := $(TOOLS_BIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
+GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+# ------------------------------------------------------------ discovered
+
+# Every .proto is compiled next to itself (paths=source_relative).
+PROTO_FILES := $(shell find . -name '*.proto' -not -path './.git/*' -not -path './bin/*' -not -path '*/testdata/*' | LC_ALL=C sort)
+# Every Go module in the repo (the root, plus any helper module under hack/).
+GO_MODULES := $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path './.git/*' -not -path '*/testdata/*' | LC_ALL=C sort))
+
+# ================================================================ targets
+
+.PHONY: help
+help: ## Show this list of targets
+	@echo 'Usage: make [TARGET] [VAR=value ...]'
+	@echo
+	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z0-9_.-]+:[^#]*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@echo
+	@echo 'Variables: FUZZTIME=$(FUZZTIME) BENCH_PKGS="$(BENCH_PKGS)" IMAGE=$(IMAGE)'
+	@echo '           KEYMOUNT_CACHE=$(KEYMOUNT_CACHE) (pinned tools live in its bin/)'
+
+# ------------------------------------------------------------------ build
+
+.PHONY: build
+build: ## Build the binaries (static, -trimpath) into ./bin/
+	@mkdir -p $(BIN_DIR)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/ $(addprefix ./cmd/,$(BINARIES))
+
+# ------------------------------------------------------------------- test
+
+.PHONY: test
+test: require-root verify lint ## Everything CI runs: verify, lint, then go test -race of every package (needs root)
+	$(GO) test $(TEST_FLAGS) ./...
+
+.PHONY: test-unit
+test-unit: require-root ## Unit tests only: go test -race of every package outside tests/ (needs root)
+	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v '^github.com/keymount/keymount/tests/')
+
+.PHONY: test-sanity
+test-sanity: require-root ## CSI conformance: csi-sanity against the driver over a real socket (needs root)
+	@if [[ ! -d tests/sanity ]]; then echo 'test-sanity: tests/sanity does not exist yet' >&2; exit 1; fi
+	$(GO) test $(TEST_FLAGS) ./tests/sanity/...
+
+.PHONY: require-root
+require-root:
+	@if [[ $$(id -u) -ne 0 ]]; then \
+		echo 'The tests mount tmpfs and bind mounts, which needs root: run make as root (e.g. sudo -E make $(MAKECMDGOALS)).' >&2; \
+		exit 1; \
+	fi
+
+.PHONY: bench
+bench: require-root ## Run the benchmarks and record them in BENCHMARKS.md (BENCH_PKGS, BENCH, BENCHTIME)
+	BENCH_PKGS='$(BENCH_PKGS)' BENCH='$(BENCH)' BENCHTIME='$(BENCHTIME)' bash hack/bench.sh
+
+.PHONY: fuzz
+fuzz: ## Run every Fuzz* target, one at a time, for FUZZTIME each (default 30s; FUZZ=regexp to pick)
+	FUZZTIME='$(FUZZTIME)' FUZZ='$(FUZZ)' bash hack/fuzz.sh
+
+# ------------------------------------------------------ lint and verify
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned) over the module
+	$(GOLANGCI_LINT) config verify
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: fmt
+fmt: $(GOLANGCI_LINT) ## Format the Go code (gofmt + goimports with local imports last)
+	$(GOLANGCI_LINT) fmt ./...
+
+.PHONY: verify
+verify: verify-generated verify-gofmt verify-mod ## Fail if generated code is stale, Go code is unformatted or go.mod is untidy
+
+.PHONY: verify-generated
+verify-generated: tools-generate
+	@KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' MAKE='$(MAKE)' bash hack/verify-generated.sh
+
+.PHONY: verify-gofmt
+verify-gofmt:
+	@files=$$(find . -name '*.go' -not -path './.git/*' -not -path './bin/*' -not -path '*/testdata/*' -print0 | xargs -0 -r $(GOFMT) -l); \
+	if [[ -n "$$files" ]]; then \
+		echo 'verify: these files are not gofmt-ed (run make fmt):' >&2; echo "$$files" >&2; exit 1; \
+	fi; \
+	echo 'verify: gofmt clean'
+
+.PHONY: verify-mod
+verify-mod:
+	@for m in $(GO_MODULES); do \
+		if ! $(GO) -C "$$m" mod tidy -diff; then \
+			echo "verify: $$m/go.mod or go.sum is not tidy: run 'go mod tidy' in $$m" >&2; exit 1; \
+		fi; \
+	done; \
+	echo 'verify: go.mod tidy'
+
+# --------------------------------------------------------------- generate
+
+# Each generator is its own generate-<name> target; add new ones (e.g.
+# controller-gen for deepcopy and CRDs) to GENERATORS and to tools-generate.
+GENERATORS := generate-proto
+
+.PHONY: generate
+generate: $(GENERATORS) ## Regenerate all generated code (protoc today)
+
+.PHONY: generate-proto
+generate-proto: protoc $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
+	@for f in $(PROTO_FILES); do \
+		d=$$(dirname "$$f"); \
+		echo "protoc $$f"; \
+		protoc \
+			--plugin=protoc-gen-go=$(PROTOC_GEN_GO) \
+			--plugin=protoc-gen-go-grpc=$(PROTOC_GEN_GO_GRPC) \
+			--proto_path="$$d" \
+			--go_out="$$d" --go_opt=paths=source_relative \
+			--go-grpc_out="$$d" --go-grpc_opt=paths=source_relative \
+			"$$(basename "$$f")"; \
+	done
+
+# ------------------------------------------------------------------ tools
+
+.PHONY: tools
+tools: tools-generate $(GOLANGCI_LINT) ## Install the pinned tools (protoc from Debian, the rest into KEYMOUNT_CACHE/bin)
+	@echo "tools: protoc $(PROTOC_VERSION), protoc-gen-go $(PROTOC_GEN_GO_VERSION), protoc-gen-go-grpc $(PROTOC_GEN_GO_GRPC_VERSION), golangci-lint $(GOLANGCI_LINT_VERSION) in $(TOOLS_BIN)"
+
+.PHONY: tools-generate
+tools-generate: protoc $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
+
+# protoc: install Debian's protobuf-compiler when missing, and insist on the
+# pinned version.
+.PHONY: protoc
+protoc:
+	@bash hack/install-deps.sh protoc=protobuf-compiler
+	@v=$$(protoc --version); \
+	if [[ "$$v" != 'libprotoc $(PROTOC_VERSION)' ]]; then \
+		echo "protoc: found '$$v' at $$(command -v protoc), need 'libprotoc $(PROTOC_VERSION)' (Debian bookworm protobuf-compiler): the generated headers record the version" >&2; \
+		exit 1; \
+	fi
+
+# $(call go-install,DEST,PACKAGE,VERSION): go install PACKAGE@VERSION with a
+# private GOBIN and GOTMPDIR under the cache, then move the binary to DEST in
+# one rename (so a concurrent make never sees half a file) and point the
+# unversioned name at it (for putting $(TOOLS_BIN) on PATH).
+define go-install
+	@mkdir -p '$(TOOLS_BIN)' '$(TOOLS_TMP)'
+	@echo 'installing $(2)@$(3)'
+	@tmp=$$(mktemp -d '$(TOOLS_TMP)/install.XXXXXX'); \
+	trap 'rm -rf "$$tmp"' EXIT; \
+	GOTMPDIR="$$tmp" GOBIN="$$tmp/bin" GOWORK=off $(GO) install '$(2)@$(3)'; \
+	mv -f "$$tmp/bin/$(notdir $(2))" '$(1)'
+	@ln -sfn '$(notdir $(1))' '$(TOOLS_BIN)/$(notdir $(2))'
+endef
+
+$(PROTOC_GEN_GO):
+	$(call go-install,$@,$(PROTOC_GEN_GO_PKG),$(PROTOC_GEN_GO_VERSION))
+
+$(PROTOC_GEN_GO_GRPC):
+	$(call go-install,$@,$(PROTOC_GEN_GO_GRPC_PKG),$(PROTOC_GEN_GO_GRPC_VERSION))
+
+$(GOLANGCI_LINT):
+	$(call go-install,$@,$(GOLANGCI_LINT_PKG),$(GOLANGCI_LINT_VERSION))
+
+# ------------------------------------------------------------ demo, image
+
+.PHONY: demo
+demo: build ## Build, then run the local demo (hack/demo.sh)
+	bash hack/demo.sh
+
+.PHONY: image
+image: ## Build the container image (IMAGE, default keymount:dev) with docker
+	docker build -t $(IMAGE) .
+
+.PHONY: clean
+clean: ## Remove build and coverage output (the tool cache is kept)
+	rm -rf $(BIN_DIR) coverage.out coverage.html cover.out *.coverprofile

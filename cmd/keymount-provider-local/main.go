@@ -1,0 +1,71 @@
+// Command keymount-provider-local is the local provider plugin: it serves
+// files from a directory on the node to the Secrets Store CSI driver over
+// <provider-dir>/<name>.sock.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/provider/local"
+	"github.com/keymount/keymount/provider/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// config is every flag of the binary.
+type config struct {
+	server server.Config
+	root   string
+}
+
+func main() {
+	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, cfg)
+	stop()
+	if err != nil {
+		klog.ErrorS(err, "keymount-provider-local stopped")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) *config {
+	cfg := &config{}
+	klog.InitFlags(fs)
+	fs.StringVar(&cfg.root, "root", "", "directory whose files the provider serves (required)")
+	fs.StringVar(&cfg.server.SocketDir, "provider-dir", "/var/run/secrets-store-csi-providers", "directory of provider sockets the driver searches")
+	fs.StringVar(&cfg.server.Name, "name", "local", "provider name, as in SecretProviderClass spec.provider; the socket is <provider-dir>/<name>.sock")
+	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
+	cfg.server.Version = version
+	return cfg
+}
+
+func run(ctx context.Context, cfg *config) error {
+	if cfg.root == "" {
+		return errors.New("--root is required: the directory whose files the provider serves")
+	}
+	p, err := local.New(cfg.root)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(cfg.server, p)
+	if err != nil {
+		return err
+	}
+	klog.InfoS("serving", "provider", cfg.server.Name, "socket", srv.SocketPath(), "root", p.Root(), "version", version)
+	if err := srv.Serve(ctx); err != nil {
+		return err
+	}
+	klog.InfoS("stopped", "provider", cfg.server.Name)
+	return nil
+}

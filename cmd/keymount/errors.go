@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/status"
+)
+
+// usageError is a command line that cannot run: keymount exits 2.
+type usageError struct {
+	err error
+	// reported: the flag package already printed the error and the usage.
+	reported bool
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// callError is a failed CSI call to the in-process driver. It prints the
+// gRPC code and the driver's message, and keeps the status for status.Code.
+type callError struct {
+	op   string
+	st   *status.Status
+	hint string
+}
+
+func (e *callError) Error() string {
+	return fmt.Sprintf("%s failed (%s): %s%s", e.op, e.st.Code(), e.st.Message(), e.hint)
+}
+
+// GRPCStatus returns the driver's status.
+func (e *callError) GRPCStatus() *status.Status { return e.st }
+
+// newCallError wraps the error of a CSI call made with ctx.
+func newCallError(ctx context.Context, op string, err error) error {
+	e := &callError{op: op, st: status.Convert(err)}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		e.hint = " (raise --timeout to wait longer)"
+	}
+	return e
+}

@@ -1,0 +1,11 @@
+// Package session runs keymount's publish pipeline in-process for the
+// keymount CLI.
+//
+// A Session starts the CSI node plugin (package driver) on a temporary unix
+// socket, and optionally the local provider on another, then plays kubelet:
+// it calls NodePublishVolume and NodeUnpublishVolume over real CSI gRPC with
+// the volume context kubelet would send. Closing the session stops both
+// servers and removes the sockets; the volumes stay mounted, and their
+// records stay in the state directory, so a later session with the same state
+// directory can refresh or unpublish them.
+package session

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/cmd/keymount/internal/session"
+	"github.com/keymount/keymount/driver/class"
+)
+
+// mountConfig is every flag of "keymount mount".
+type mountConfig struct {
+	classFile   string
+	className   string
+	target      string
+	pod         session.Pod
+	providerDir string
+	localRoot   string
+	stateDir    string
+	readOnly    bool
+	timeout     time.Duration
+	verbose     bool
+	// namespaceSet: --pod-namespace was given, so a namespaced class must match it.
+	namespaceSet bool
+}
+
+func newMountFlags(cfg *mountConfig, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("keymount mount", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&cfg.classFile, "f", "", "the SecretProviderClass YAML `file` (required)")
+	fs.StringVar(&cfg.target, "target", "", "the `dir`ectory to mount on, created if missing, else empty (required)")
+	fs.StringVar(&cfg.className, "class", "", "the class to mount when the file holds several")
+	fs.StringVar(&cfg.pod.Name, "pod-name", "keymount-cli", "the pod name the provider is told")
+	fs.StringVar(&cfg.pod.Namespace, "pod-namespace", "default", "the pod namespace the provider is told; a class with metadata.namespace sets it when not given")
+	fs.StringVar(&cfg.pod.UID, "pod-uid", "", "the pod UID the provider is told; random when not given")
+	fs.StringVar(&cfg.pod.ServiceAccount, "service-account", "default", "the service account name the provider is told")
+	fs.StringVar(&cfg.providerDir, "provider-dir", defaultProviderDir, "the `dir`ectory of provider sockets <provider>.sock")
+	fs.StringVar(&cfg.localRoot, "local-root", "", "serve the local provider in-process from `dir` (searched before --provider-dir)")
+	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir, "the `dir`ectory holding each volume's tmpfs and record; unmount needs the same")
+	fs.BoolVar(&cfg.readOnly, "read-only", false, "mount read-only, like a pod volume with readOnly: true")
+	fs.DurationVar(&cfg.timeout, "timeout", 60*time.Second, "give up after this long")
+	fs.BoolVar(&cfg.verbose, "verbose", false, "print the driver's and provider's logs on stderr")
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(fs.Output(), `Usage: keymount mount -f class.yaml --target DIR [flags]
+
+Mounts the secrets of a SecretProviderClass on DIR through keymount's publish
+pipeline: a private tmpfs, files written atomically, user-visible names as
+symlinks into ..data. The mount stays after keymount exits; remove it with
+"keymount unmount DIR". Needs root.
+
+Flags:
+`)
+		printFlags(fs)
+	}
+	return fs
+}
+
+// mountCommand runs "keymount mount".
+func mountCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := &mountConfig{}
+	fs := newMountFlags(cfg, stderr)
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageErrorf("mount takes no arguments, got %q: name the directory with --target", rest)
+	}
+	cfg.namespaceSet = isSet(fs, "pod-namespace")
+	if err := cfg.complete(); err != nil {
+		return err
+	}
+	return runMount(ctx, cfg, stdout)
+}
+
+// complete checks the flags and fills in the defaults computed at run time.
+func (c *mountConfig) complete() error {
+	switch {
+	case c.classFile == "":
+		return usageErrorf("mount: -f is required: name the SecretProviderClass YAML file")
+	case c.target == "":
+		return usageErrorf("mount: --target is required: name the directory to mount on")
+	case c.timeout <= 0:
+		return usageErrorf("mount: --timeout must be positive")
+	case c.pod.Name == "" || c.pod.Namespace == "" || c.pod.ServiceAccount == "":
+		return usageErrorf("mount: --pod-name, --pod-namespace and --service-account must not be empty")
+	}
+	if c.pod.UID == "" {
+		c.pod.UID = session.NewPodUID()
+	}
+	var err error
+	for _, p := range []struct {
+		flag string
+		path *string
+	}{{"--target", &c.target}, {"--state-dir", &c.stateDir}, {"--provider-dir", &c.providerDir}} {
+		if *p.path, err = absPath(p.flag, *p.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runMount publishes the volume and prints what was mounted.
+func runMount(ctx context.Context, cfg *mountConfig, stdout io.Writer) (err error) {
+	spc, err := selectClass(cfg)
+	if err != nil {
+		return err
+	}
+	quietLogs(cfg.verbose)
+	s, err := session.Start(session.Config{
+		Version: version, StateDir: cfg.stateDir, ClassFiles: []string{cfg.classFile},
+		ProviderDir: cfg.providerDir, LocalRoot: cfg.localRoot, ProviderTimeout: cfg.timeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, s.Close()) }()
+
+	refresh, err := checkTarget(s, cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	v := session.Volume{Class: spc.Name, Target: cfg.target, ReadOnly: cfg.readOnly}
+	if err := s.Publish(ctx, cfg.pod, v); err != nil {
+		return newCallError(ctx, "mount", err)
+	}
+	if refresh {
+		if err := checkRefresh(s, cfg.target); err != nil {
+			return err
+		}
+	}
+	return printMounted(stdout, cfg, spc)
+}
+
+// selectClass reads the class file and picks the class to mount. A class
+// with a namespace sets the pod's namespace unless --pod-namespace was given.
+func selectClass(cfg *mountConfig) (*secretsstorev1.SecretProviderClass, error) {
+	data, err := os.ReadFile(cfg.classFile)
+	if err != nil {
+		return nil, fmt.Errorf("read class file: %w", err)
+	}
+	classes, err := class.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.classFile, err)
+	}
+	spc, err := pickClass(classes, cfg.className, cfg.classFile)
+	if err != nil {
+		return nil, err
+	}
+	if spc.Namespace != "" && !cfg.namespaceSet {
+		cfg.pod.Namespace = spc.Namespace
+	}
+	if cfg.localRoot != "" && spc.Spec.Provider != "local" {
+		return nil, usageErrorf("--local-root serves provider \"local\", but class %q uses provider %q", spc.Name, spc.Spec.Provider)
+	}
+	return spc, nil
+}
+
+func pickClass(classes []*secretsstorev1.SecretProviderClass, name, file string) (*secretsstorev1.SecretProviderClass, error) {
+	names := make([]string, len(classes))
+	for i, c := range classes {
+		if c.Name == name || (name == "" && len(classes) == 1) {
+			return c, nil
+		}
+		names[i] = c.Name
+	}
+	switch {
+	case len(classes) == 0:
+		return nil, fmt.Errorf("%s holds no SecretProviderClass", file)
+	case name == "":
+		return nil, usageErrorf("%s holds several classes (%s): choose one with --class", file, strings.Join(names, ", "))
+	default:
+		return nil, fmt.Errorf("%s holds no class %q (it holds %s)", file, name, strings.Join(names, ", "))
+	}
+}
+
+// checkTarget tells a refresh of a volume mounted before with this state
+// directory from a first mount, and refuses targets keymount must not
+// mount over.
+func checkTarget(s *session.Session, cfg *mountConfig) (refresh bool, err error) {
+	prev, err := s.Record(cfg.target)
+	if err != nil {
+		return false, err
+	}
+	if prev == nil {
+		return false, checkNewTarget(cfg.target)
+	}
+	if prev.ReadOnly != cfg.readOnly {
+		return false, fmt.Errorf("%s is mounted with --read-only=%t: unmount it first to change that", cfg.target, prev.ReadOnly)
+	}
+	return true, nil
+}
+
+// checkNewTarget refuses to mount over another mount or over a directory
+// that has files in it: the mount would hide them.
+func checkNewTarget(target string) error {
+	info, err := os.Stat(target)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("check target: %w", err)
+	case !info.IsDir():
+		return fmt.Errorf("target %s exists and is not a directory", target)
+	}
+	if mounted, err := isMountPoint(target); err != nil || mounted {
+		return errors.Join(err, fmt.Errorf("target %s is a mount point already, not mounted by keymount with this --state-dir", target))
+	}
+	entries, err := os.ReadDir(target)
+	if err != nil {
+		return fmt.Errorf("check target: %w", err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("target %s is not empty: the mount would hide its files; choose an empty or new directory", target)
+	}
+	return nil
+}
+
+// checkRefresh reports a failed refresh of a volume that was already
+// mounted. The driver answers OK then, as kubelet needs, keeps the old files
+// and records the failure; a successful refresh clears it.
+func checkRefresh(s *session.Session, target string) error {
+	rec, err := s.Record(target)
+	if err != nil {
+		return err
+	}
+	if rec != nil && rec.LastError != "" {
+		return fmt.Errorf("refresh failed, the files mounted before are kept: %s", rec.LastError)
+	}
+	return nil
+}

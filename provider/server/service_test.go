@@ -1,0 +1,92 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+
+	"github.com/keymount/keymount/provider/v1alpha1"
+)
+
+// TestMountFailureCarriesBoth checks the adapter's failed answer: a response
+// with error.code and the status error. Over gRPC only the status arrives.
+func TestMountFailureCarriesBoth(t *testing.T) {
+	svc := &service{cfg: Config{Name: "fake"}, provider: providerFunc(func(context.Context, *MountRequest) (*MountResult, error) {
+		return nil, fmt.Errorf("object %q: %w", "x", ErrNotFound)
+	})}
+	resp, err := svc.Mount(t.Context(), &v1alpha1.MountRequest{Attributes: `{}`})
+	if got := status.Code(err); got != codes.NotFound {
+		t.Errorf("status code = %v, want NotFound", got)
+	}
+	if got := resp.GetError().GetCode(); got != "NotFound" {
+		t.Errorf("error.code = %q, want NotFound", got)
+	}
+
+	resp, err = svc.Mount(t.Context(), &v1alpha1.MountRequest{Attributes: `{`})
+	if got := status.Code(err); got != codes.InvalidArgument {
+		t.Errorf("status code = %v, want InvalidArgument", got)
+	}
+	if got := resp.GetError().GetCode(); got != "InvalidArgument" {
+		t.Errorf("error.code = %q, want InvalidArgument", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for klog's writer goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestFailedMountLogsOnceWithoutSecrets(t *testing.T) {
+	var buf syncBuffer
+	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf))))
+	t.Cleanup(klog.ClearLogger)
+
+	r := serve(t, socketDir(t), providerFunc(func(context.Context, *MountRequest) (*MountResult, error) {
+		return nil, fmt.Errorf("object %q not found under root: %w", "db/password", ErrNotFound)
+	}))
+	_, err := r.client.Mount(t.Context(), &v1alpha1.MountRequest{
+		Attributes: `{"objects":"ATTRVALUE"}`,
+		Secrets:    `{"token":"SECRETVALUE"}`,
+		TargetPath: "/target/mount",
+	})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("Mount = %v, want NotFound", err)
+	}
+	klog.Flush()
+
+	out := buf.String()
+	if n := strings.Count(out, "provider call failed"); n != 1 {
+		t.Errorf("%d failure lines, want 1:\n%s", n, out)
+	}
+	for _, want := range []string{`provider="fake"`, `code="NotFound"`, `targetPath="/target/mount"`, `db/password`, `/v1alpha1.CSIDriverProvider/Mount`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+	for _, leak := range []string{"ATTRVALUE", "SECRETVALUE"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("log leaks %s:\n%s", leak, out)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package conformance_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+
+	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/tests/harness"
+)
+
+func TestPublish(t *testing.T) {
+	h := startApp(t)
+	v := h.NewVolume("secrets")
+
+	publish(t, h, v, appClass, false)
+
+	assertPublished(t, h, v, false)
+	assertFiles(t, v.Target, appFiles("v1"))
+	assertTidy(t, v.Target)
+
+	rec, err := h.Record(v.ID)
+	if err != nil || rec == nil {
+		t.Fatalf("record of %s: %v, %v", v.ID, rec, err)
+	}
+	want := &volume.Record{
+		VolumeID: v.ID, TargetPath: v.Target,
+		PodName: v.Pod.Name, PodNamespace: v.Pod.Namespace, PodUID: v.Pod.UID, ServiceAccount: v.Pod.ServiceAccount,
+		Class: appClass, Provider: harness.ProviderName, Generation: 1,
+	}
+	ignore := cmpopts.IgnoreFields(volume.Record{}, "Objects", "LastMount", "LastChange")
+	if diff := cmp.Diff(want, rec, ignore); diff != "" {
+		t.Errorf("record (-want +got):\n%s", diff)
+	}
+	var ids []string
+	for _, o := range rec.Objects {
+		ids = append(ids, o.ID)
+		if o.Version == "" {
+			t.Errorf("object %s recorded without a version", o.ID)
+		}
+	}
+	slices.Sort(ids)
+	if diff := cmp.Diff([]string{"api-token", "config/app.yaml", "db/password"}, ids); diff != "" {
+		t.Errorf("recorded objects (-want +got):\n%s", diff)
+	}
+	if rec.LastMount.IsZero() || rec.LastChange.IsZero() {
+		t.Errorf("record times not set: lastMount %v lastChange %v", rec.LastMount, rec.LastChange)
+	}
+	// The record lives beside the data, never in the pod's view.
+	if _, err := os.Lstat(filepath.Join(v.Target, "record.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("record.json is visible in the target (lstat: %v)", err)
+	}
+}
+
+// TestPublishTwoVolumes checks that volumes are independent: two pods, two
+// classes, each target shows its own files.
+func TestPublishTwoVolumes(t *testing.T) {
+	h := startApp(t)
+	h.WriteObject("other", "other-contents")
+	h.WriteClass("other", harness.ObjectsYAML("other"))
+	a, b := h.NewVolume("secrets"), h.NewVolume("secrets")
+
+	publish(t, h, a, appClass, false)
+	publish(t, h, b, "other", false)
+
+	assertFiles(t, a.Target, appFiles("v1"))
+	assertFiles(t, b.Target, map[string]file{"other": {"other-contents", 0o644}})
+	unpublish(t, h, a)
+	assertGone(t, h, a)
+	assertPublished(t, h, b, false)
+	assertFiles(t, b.Target, map[string]file{"other": {"other-contents", 0o644}})
+}
+
+// TestPublishRepairsStaleMount: kubelet republishes a volume whose target is
+// still mounted, but not to the volume's tmpfs, which is gone (the node's
+// state directory was lost, or someone mounted over the target). The driver
+// replaces the stale mount and the pod sees the right files again.
+func TestPublishRepairsStaleMount(t *testing.T) {
+	tests := []struct {
+		name  string
+		stale func(t *testing.T, h *harness.Harness, v harness.Volume)
+	}{
+		{
+			name: "target on another tmpfs",
+			stale: func(t *testing.T, h *harness.Harness, v harness.Volume) {
+				mustUnmount(t, v.Target)
+				mustUnmount(t, h.VolumeDir(v.ID))
+				mustMount(t, "tmpfs", v.Target, "tmpfs", 0, "size=1m")
+				mustWrite(t, filepath.Join(v.Target, "stale"), "stale")
+			},
+		},
+		{
+			name: "target bound to another directory",
+			stale: func(t *testing.T, h *harness.Harness, v harness.Volume) {
+				other := filepath.Join(h.Dir, "elsewhere")
+				mustWrite(t, filepath.Join(other, "stale"), "stale")
+				mustUnmount(t, v.Target)
+				mustUnmount(t, h.VolumeDir(v.ID))
+				mustMount(t, other, v.Target, "", unix.MS_BIND, "")
+			},
+		},
+		{
+			name: "target still bound to the old tmpfs, whose mount in the state dir is gone",
+			stale: func(t *testing.T, h *harness.Harness, v harness.Volume) {
+				mustUnmount(t, h.VolumeDir(v.ID))
+				mustWrite(t, filepath.Join(v.Target, "stale"), "stale")
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := harness.Start(t, harness.Options{})
+			h.WriteClass(appClass, appObjects)
+			writeApp(h, "v1")
+			v := h.NewVolume("secrets")
+			publish(t, h, v, appClass, false)
+
+			tt.stale(t, h, v)
+			if m, _ := harness.MountAt(h.VolumeDir(v.ID)); m != nil {
+				t.Fatalf("setup: the volume tmpfs is still mounted")
+			}
+			if _, err := os.Stat(filepath.Join(v.Target, "stale")); err != nil {
+				t.Fatalf("setup: the target does not show the stale mount: %v", err)
+			}
+
+			writeApp(h, "v2")
+			publish(t, h, v, appClass, false)
+
+			assertPublished(t, h, v, false)
+			assertFiles(t, v.Target, appFiles("v2"))
+			unpublish(t, h, v)
+			assertGone(t, h, v)
+		})
+	}
+}
+
+// TestRepublishRebindsUnmountedTarget: the volume's tmpfs is intact but the
+// target is no longer mounted (someone unmounted it). A republish binds it
+// again, without a new generation.
+func TestRepublishRebindsUnmountedTarget(t *testing.T) {
+	h := startApp(t)
+	v := h.NewVolume("secrets")
+	publish(t, h, v, appClass, false)
+	gen := generation(t, h.VolumeDir(v.ID)+"/data")
+	mustUnmount(t, v.Target)
+
+	publish(t, h, v, appClass, false)
+
+	assertPublished(t, h, v, false)
+	assertFiles(t, v.Target, appFiles("v1"))
+	if got := generation(t, v.Target); got != gen {
+		t.Errorf("generation %s after rebinding, want the unchanged %s", got, gen)
+	}
+}
+
+func TestNodeGetVolumeStats(t *testing.T) {
+	h := startApp(t)
+	v := h.NewVolume("secrets")
+	publish(t, h, v, appClass, false)
+
+	resp, err := h.Node.NodeGetVolumeStats(t.Context(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.ID, VolumePath: v.Target})
+	if err != nil {
+		t.Fatalf("NodeGetVolumeStats: %v", err)
+	}
+	usage := map[csi.VolumeUsage_Unit]*csi.VolumeUsage{}
+	for _, u := range resp.GetUsage() {
+		usage[u.GetUnit()] = u
+	}
+	b, i := usage[csi.VolumeUsage_BYTES], usage[csi.VolumeUsage_INODES]
+	if b == nil || i == nil {
+		t.Fatalf("usage %v: want BYTES and INODES", resp.GetUsage())
+	}
+	if b.GetUsed() <= 0 || b.GetTotal() < b.GetUsed() || b.GetAvailable() <= 0 {
+		t.Errorf("bytes: used %d available %d total %d: want 0 < used <= total", b.GetUsed(), b.GetAvailable(), b.GetTotal())
+	}
+	if i.GetUsed() <= 0 || i.GetTotal() < i.GetUsed() {
+		t.Errorf("inodes: used %d total %d: want 0 < used <= total", i.GetUsed(), i.GetTotal())
+	}
+
+	t.Run("unknown volume", func(t *testing.T) {
+		other := h.NewVolume("secrets")
+		_, err := h.Node.NodeGetVolumeStats(t.Context(), &csi.NodeGetVolumeStatsRequest{VolumeId: other.ID, VolumePath: other.Target})
+		assertCode(t, err, codes.NotFound)
+	})
+	t.Run("published volume at a path that is not its target", func(t *testing.T) {
+		_, err := h.Node.NodeGetVolumeStats(t.Context(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.ID, VolumePath: filepath.Dir(v.Target)})
+		assertCode(t, err, codes.NotFound)
+	})
+	t.Run("after unpublish", func(t *testing.T) {
+		unpublish(t, h, v)
+		_, err := h.Node.NodeGetVolumeStats(t.Context(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.ID, VolumePath: v.Target})
+		assertCode(t, err, codes.NotFound)
+	})
+}
+
+func mustUnmount(t *testing.T, target string) {
+	t.Helper()
+	if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
+		t.Fatalf("unmount %s: %v", target, err)
+	}
+}
+
+func mustMount(t *testing.T, source, target, fstype string, flags uintptr, data string) {
+	t.Helper()
+	if err := unix.Mount(source, target, fstype, flags, data); err != nil {
+		t.Fatalf("mount %s on %s: %v", source, target, err)
+	}
+}
+
+func mustWrite(t *testing.T, path, contents string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(contents), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
