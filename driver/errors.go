@@ -31,7 +31,7 @@ func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	if st, ok := err.(interface{ GRPCStatus() *status.Status }); ok { //nolint:errorlint // only an unwrapped status keeps its own message.
+	if st, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		s := st.GRPCStatus()
 		return status.Error(nonUnknown(s.Code()), s.Message())
 	}

@@ -21,7 +21,7 @@ const (
 	AttrPodUID         = "csi.storage.k8s.io/pod.uid"
 	AttrServiceAccount = "csi.storage.k8s.io/serviceAccount.name"
 	AttrEphemeral      = "csi.storage.k8s.io/ephemeral"
-	AttrTokens         = "csi.storage.k8s.io/serviceAccount.tokens"
+	AttrTokens         = "csi.storage.k8s.io/serviceAccount.tokens" //nolint:gosec // G101: a volume-context key name, not a credential.
 )
 
 // defaultFileMode is sent to providers as the JSON of the default mode.

@@ -25,9 +25,16 @@
 // symlink over ..data. rename(2) replaces the link in one step, so every path
 // lookup of dir/token resolves either wholly in the old generation or wholly in
 // the new one, and files inside a generation never change after it is
-// published. A file a reader has open stays readable after its generation is
-// removed. Only then does Write add missing top-level links, drop the links of
-// removed files and delete the old generations.
+// published. Only then does Write add missing top-level links and drop the
+// links of removed files.
+//
+// A replaced generation is not deleted at once: a lookup that read ..data just
+// before the swap may be descheduled before it reaches the file, and would
+// fail with ENOENT if the generation were gone (the proof test sees this within
+// a few thousand reads). Write records the time a generation was retired in
+// its mtime and deletes it on the first Write, changed or not, that comes
+// once it has been retired for five seconds. Until then a rotated-out value
+// stays readable under its ..<generation> path by whoever can read the volume.
 //
 // # Consistent-read recipe
 //
@@ -37,12 +44,10 @@
 //	read every file it needs by its normal path (dir/token, dir/db/password)
 //	g2 := os.Readlink(dir/..data)
 //
-// If g1 == g2, all the files came from generation g1 (names are never reused).
+// If g1 == g2, all the files came from generation g1: ..data only ever moves
+// to a new generation, and names are never reused.
 // Otherwise a Write happened in between: start over. Each file on its own is
-// always intact, whatever the outcome. A lookup that the kernel is in the
-// middle of while Write swaps ..data and deletes the old generation can, in
-// theory, fail with ENOENT; a reader that gets an error while ..data moved
-// also starts over.
+// always intact, whatever the outcome.
 //
 // # Callers
 //

@@ -34,7 +34,7 @@ var proofPaths = []string{
 func proofContents(gen int, p string) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "gen=%d\nfile=%s\n", gen, p)
-	b.Write(bytes.Repeat([]byte{byte('a' + gen%26)}, (gen*97)%8192))
+	b.Write(bytes.Repeat([]byte{byte('a' + gen%26)}, (gen*97)%1024))
 	sum := sha256.Sum256(b.Bytes())
 	b.WriteString("\nsum=" + hex.EncodeToString(sum[:]))
 	return b.Bytes()

@@ -9,16 +9,6 @@ import (
 	"strings"
 )
 
-// File is one file to write.
-type File struct {
-	Path     string      // relative path inside the volume, may contain sub-directories ("db/password")
-	Mode     os.FileMode // permission bits; 0 means DefaultMode
-	Contents []byte
-}
-
-// DefaultMode is the mode of a File whose Mode is 0.
-const DefaultMode os.FileMode = 0o644
-
 const (
 	// reservedPrefix starts every name the writer keeps in the volume root.
 	reservedPrefix = ".."

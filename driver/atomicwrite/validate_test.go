@@ -2,6 +2,7 @@ package atomicwrite_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -184,4 +185,16 @@ func FuzzValidatePath(f *testing.F) {
 			t.Errorf("accepted %q with a NUL or backslash", p)
 		}
 	})
+}
+
+func TestFileRedactsContents(t *testing.T) {
+	f := atomicwrite.File{Path: "db/password", Mode: 0o600, Contents: []byte("hunter2")}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		if got := fmt.Sprintf(format, f); strings.Contains(got, "hunter2") || !strings.Contains(got, "db/password") {
+			t.Errorf("Sprintf(%q) = %q, want the path and no contents", format, got)
+		}
+	}
+	if got := fmt.Sprint([]atomicwrite.File{f}); strings.Contains(got, "hunter2") {
+		t.Errorf("Sprint of a slice = %q, leaks contents", got)
+	}
 }

@@ -53,7 +53,7 @@ func (r *FileResolver) Load() ([]*secretsstorev1.SecretProviderClass, error) {
 	}
 	var out []*secretsstorev1.SecretProviderClass
 	for _, f := range files {
-		data, err := os.ReadFile(f) //nolint:gosec // G304: reading operator-named class files is the point.
+		data, err := os.ReadFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("read class file: %w", err)
 		}

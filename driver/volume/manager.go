@@ -101,7 +101,7 @@ func (m *Manager) mountTmpfs(v *Volume) error {
 	if err := m.mounter.Mount("tmpfs", v.Dir, "tmpfs", opts); err != nil {
 		return fmt.Errorf("mount tmpfs at %s: %w", v.Dir, err)
 	}
-	if err := os.Mkdir(v.DataDir, 0o755); err != nil {
+	if err := os.Mkdir(v.DataDir, 0o755); err != nil { //nolint:gosec // G301: the pod, any UID, reads its volume through this directory.
 		m.cleanup(v.Dir)
 		return fmt.Errorf("create volume data dir: %w", err)
 	}

@@ -82,9 +82,9 @@ func TestParseObjects(t *testing.T) {
 		{name: "dotdot objectName", text: "- objectName: ../x", wantErr: []string{`objects[0].objectName: "../x" has a ".." element`}},
 		{name: "unclean objectName", text: "- objectName: a/../../x", wantErr: []string{`objects[0].objectName: "a/../../x" is not clean`}},
 		{name: "dot objectName", text: "- objectName: .", wantErr: []string{`objects[0].objectName: "." names the root`}},
-		{name: "absolute alias", text: "- {objectName: a, objectAlias: /x}", wantErr: []string{`objects[0].objectAlias: path "/x" is absolute`}},
-		{name: "dotdot alias", text: "- {objectName: a, objectAlias: ../x}", wantErr: []string{`objects[0].objectAlias: path "../x"`}},
-		{name: "alias starting with ..", text: "- {objectName: a, objectAlias: ..data}", wantErr: []string{`objects[0].objectAlias: path "..data" starts with ".."`}},
+		{name: "absolute alias", text: "- {objectName: a, objectAlias: /x}", wantErr: []string{`objects[0].objectAlias: invalid file path "/x": path is absolute`}},
+		{name: "dotdot alias", text: "- {objectName: a, objectAlias: ../x}", wantErr: []string{`objects[0].objectAlias: invalid file path "../x"`}},
+		{name: "alias starting with ..", text: "- {objectName: a, objectAlias: ..data}", wantErr: []string{`objects[0].objectAlias: invalid file path "..data": first element starts with ".."`}},
 		{name: "defaulted alias starting with ..", text: "- objectName: ..data/key", wantErr: []string{`objects[0].objectAlias (defaulted from objectName)`}},
 		{
 			name:    "bad permission",

@@ -3,9 +3,8 @@ package server
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
+	"github.com/keymount/keymount/driver/atomicwrite"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -75,25 +74,11 @@ func toWire(res *MountResult) (*v1alpha1.MountResponse, error) {
 	return resp, nil
 }
 
-// ValidatePath reports whether p may name a file in a volume: relative,
-// clean, not ".", no ".." element, not starting with ".." (the driver keeps
-// its own "..data" entries there) and no NUL byte.
+// ValidatePath reports whether p may name a file in a volume. The rule is
+// the driver's own (package atomicwrite): relative, clean, no ".." element,
+// not starting with ".." (the driver keeps "..data" there), no NUL byte or
+// backslash, within PATH_MAX and NAME_MAX. A provider that checks with it
+// never returns a file the driver would refuse.
 func ValidatePath(p string) error {
-	switch {
-	case p == "":
-		return fmt.Errorf("path is empty")
-	case strings.ContainsRune(p, 0):
-		return fmt.Errorf("path %q contains a NUL byte", p)
-	case filepath.IsAbs(p):
-		return fmt.Errorf("path %q is absolute", p)
-	case p == ".":
-		return fmt.Errorf("path %q names the volume root, not a file", p)
-	case filepath.Clean(p) != p:
-		return fmt.Errorf("path %q is not clean (want %q)", p, filepath.Clean(p))
-	case !filepath.IsLocal(p):
-		return fmt.Errorf("path %q has a \"..\" element", p)
-	case strings.HasPrefix(p, ".."):
-		return fmt.Errorf("path %q starts with \"..\"", p)
-	}
-	return nil
+	return atomicwrite.ValidatePath(p)
 }
