@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 )
@@ -97,8 +98,10 @@ func (m *Manager) mountTmpfs(v *Volume) error {
 	if err := os.MkdirAll(v.Dir, 0o700); err != nil {
 		return fmt.Errorf("create volume dir: %w", err)
 	}
-	opts := []string{"size=" + strconv.FormatInt(m.sizeBytes, 10), "mode=0700"}
-	if err := m.mounter.Mount("tmpfs", v.Dir, "tmpfs", opts); err != nil {
+	// mount(2) directly: starting mount(8) costs about 2 ms a call, most of
+	// a first publish.
+	opts := "size=" + strconv.FormatInt(m.sizeBytes, 10) + ",mode=0700"
+	if err := unix.Mount("tmpfs", v.Dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount tmpfs at %s: %w", v.Dir, err)
 	}
 	if err := os.Mkdir(v.DataDir, 0o755); err != nil { //nolint:gosec // G301: the pod, any UID, reads its volume through this directory.
@@ -118,7 +121,7 @@ func (m *Manager) bindTarget(v *Volume, readOnly, fresh bool) error {
 	case err != nil:
 		return err
 	}
-	if mounted && !fresh {
+	if mounted && !fresh && bound(v) {
 		return nil
 	}
 	if mounted {
@@ -130,14 +133,28 @@ func (m *Manager) bindTarget(v *Volume, readOnly, fresh bool) error {
 	if err := os.MkdirAll(v.Target, 0o750); err != nil {
 		return fmt.Errorf("create target path: %w", err)
 	}
-	opts := []string{"bind"}
-	if readOnly {
-		opts = append(opts, "ro")
-	}
-	if err := m.mounter.Mount(v.DataDir, v.Target, "", opts); err != nil {
+	if err := unix.Mount(v.DataDir, v.Target, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind volume onto %s: %w", v.Target, err)
 	}
+	if !readOnly {
+		return nil
+	}
+	// A bind mount takes its flags from a remount.
+	if err := unix.Mount("", v.Target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return errors.Join(fmt.Errorf("make %s read-only: %w", v.Target, err), m.mounter.Unmount(v.Target))
+	}
 	return nil
+}
+
+// bound reports whether the target shows the volume's data directory: the
+// root of a bind mount is the very directory it binds, same device and inode.
+func bound(v *Volume) bool {
+	target, err := os.Stat(v.Target)
+	if err != nil {
+		return false
+	}
+	data, err := os.Stat(v.DataDir)
+	return err == nil && os.SameFile(target, data)
 }
 
 // Get returns a mounted volume, or an error wrapping ErrNotFound when the
@@ -152,6 +169,9 @@ func (m *Manager) Get(volumeID, target string) (*Volume, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	if !bound(v) {
+		return nil, fmt.Errorf("%w: %s does not show volume %s", ErrNotFound, v.Target, volumeID)
 	}
 	return v, nil
 }

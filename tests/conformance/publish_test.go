@@ -143,6 +143,25 @@ func TestPublishRepairsStaleMount(t *testing.T) {
 	}
 }
 
+// TestRepublishReplacesForeignMountOverTarget: the volume's tmpfs is intact
+// but something else is mounted on the target. The republish must give the
+// pod its files back, not answer OK while the pod sees the other mount.
+func TestRepublishReplacesForeignMountOverTarget(t *testing.T) {
+	h := startApp(t)
+	v := h.NewVolume("secrets")
+	publish(t, h, v, appClass, false)
+	other := filepath.Join(h.Dir, "elsewhere")
+	mustWrite(t, filepath.Join(other, "stale"), "stale")
+	mustUnmount(t, v.Target)
+	mustMount(t, other, v.Target, "", unix.MS_BIND, "")
+
+	writeApp(h, "v2")
+	publish(t, h, v, appClass, false)
+
+	assertPublished(t, h, v, false)
+	assertFiles(t, v.Target, appFiles("v2"))
+}
+
 // TestRepublishRebindsUnmountedTarget: the volume's tmpfs is intact but the
 // target is no longer mounted (someone unmounted it). A republish binds it
 // again, without a new generation.
@@ -193,6 +212,12 @@ func TestNodeGetVolumeStats(t *testing.T) {
 	})
 	t.Run("published volume at a path that is not its target", func(t *testing.T) {
 		_, err := h.Node.NodeGetVolumeStats(t.Context(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.ID, VolumePath: filepath.Dir(v.Target)})
+		assertCode(t, err, codes.NotFound)
+	})
+	t.Run("published volume at another volume's target", func(t *testing.T) {
+		other := h.NewVolume("secrets")
+		publish(t, h, other, appClass, false)
+		_, err := h.Node.NodeGetVolumeStats(t.Context(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.ID, VolumePath: other.Target})
 		assertCode(t, err, codes.NotFound)
 	})
 	t.Run("after unpublish", func(t *testing.T) {

@@ -74,7 +74,7 @@ func (h *Harness) PodOf(target string) Pod {
 			uid = parts[0]
 		}
 	}
-	return Pod{Name: "app-" + uid[:8], Namespace: h.opts.Namespace, UID: uid, ServiceAccount: "default"}
+	return Pod{Name: "app-" + uid[:min(8, len(uid))], Namespace: h.opts.Namespace, UID: uid, ServiceAccount: "default"}
 }
 
 // PublishRequest is the NodePublishVolume request kubelet sends for an

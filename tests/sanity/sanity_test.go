@@ -1,6 +1,7 @@
 package sanity_test
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,6 +79,7 @@ func TestSanity(t *testing.T) {
 func checkReport(t *testing.T, r types.Report) {
 	t.Helper()
 	var passed, failed, skipped []string
+	skipReasons := map[string]int{}
 	for _, s := range r.SpecReports {
 		if s.LeafNodeType != types.NodeTypeIt {
 			continue
@@ -88,11 +90,15 @@ func checkReport(t *testing.T, r types.Report) {
 			passed = append(passed, name)
 		case s.State.Is(types.SpecStateSkipped | types.SpecStatePending):
 			skipped = append(skipped, name)
+			skipReasons[skipReason(s)]++
 		default:
 			failed = append(failed, name)
 		}
 	}
-	t.Logf("csi-sanity: %d passed, %d failed, %d skipped", len(passed), len(failed), len(skipped))
+	t.Logf("csi-sanity: %d passed, %d failed, %d skipped or pending", len(passed), len(failed), len(skipped))
+	for _, reason := range slices.Sorted(maps.Keys(skipReasons)) {
+		t.Logf("  %3d skipped: %s", skipReasons[reason], reason)
+	}
 	if len(failed) > 0 {
 		t.Errorf("failed specs:\n  %s", strings.Join(failed, "\n  "))
 	}
@@ -103,5 +109,20 @@ func checkReport(t *testing.T, r types.Report) {
 		if !slices.Contains(passed, name) {
 			t.Errorf("spec %q did not run and pass", name)
 		}
+	}
+}
+
+// skipReason says why a spec did not run: its Skip message, or how it was
+// filtered out.
+func skipReason(s types.SpecReport) string {
+	switch {
+	case s.State.Is(types.SpecStatePending):
+		return "pending in csi-sanity"
+	case s.Failure.Message != "":
+		return s.Failure.Message
+	case strings.Contains(s.FullText(), "[Controller Server]"):
+		return "Controller spec, filtered out: node-only driver"
+	default:
+		return "filtered out"
 	}
 }
