@@ -50,7 +50,7 @@ func parseProof(p string, data []byte) (int, error) {
 	var gen int
 	var name string
 	if _, err := fmt.Sscanf(string(body), "gen=%d\nfile=%s\n", &gen, &name); err != nil || name != p {
-		return 0, fmt.Errorf("%s: bad header (file=%q): %v", p, name, err)
+		return 0, fmt.Errorf("%s: bad header (file=%q): %w", p, name, err)
 	}
 	return gen, nil
 }

@@ -316,5 +316,5 @@ func waitReady(id csi.IdentityClient, done <-chan error) error {
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("driver not ready after %s (last probe error: %v)", startTimeout, last)
+	return fmt.Errorf("driver not ready after %s (last probe error: %w)", startTimeout, last)
 }
