@@ -1,13 +1,11 @@
 // Package v1 contains the secrets-store.csi.x-k8s.io/v1 API types:
-// SecretProviderClass and (later) SecretProviderClassPodStatus.
+// SecretProviderClass and SecretProviderClassPodStatus.
 //
 // Field names and JSON tags follow the upstream Secrets Store CSI Driver's
-// CRDs exactly, so an existing SecretProviderClass manifest decodes into
-// these types unchanged.
+// CRDs exactly, so existing manifests decode into these types unchanged.
+// keymount's extras live in status only: pod status conditions,
+// lastRefreshTime and per-object errors.
+//
+// +kubebuilder:object:generate=true
+// +groupName=secrets-store.csi.x-k8s.io
 package v1
-
-// GroupName is the API group of every type in this package.
-const GroupName = "secrets-store.csi.x-k8s.io"
-
-// Version is the API version of every type in this package.
-const Version = "v1"

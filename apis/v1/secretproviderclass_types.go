@@ -56,10 +56,26 @@ type SecretProviderClassStatus struct {
 }
 
 // SecretProviderClass is the schema of a secrets-store class.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:storageversion
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=spc
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SecretProviderClass struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec   SecretProviderClassSpec   `json:"spec,omitempty"`
 	Status SecretProviderClassStatus `json:"status,omitempty"`
+}
+
+// SecretProviderClassList is a list of SecretProviderClasses.
+//
+// +kubebuilder:object:root=true
+type SecretProviderClassList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SecretProviderClass `json:"items"`
 }
