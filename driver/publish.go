@@ -33,58 +33,92 @@ func (d *Driver) publish(ctx context.Context, req *csi.NodePublishVolumeRequest)
 	if err != nil {
 		return err
 	}
-	err = d.refresh(ctx, p, prev)
-	if err != nil && prev != nil {
-		d.keepAfterFailure(v, p, prev, err)
-		return nil
+	o, err := d.refresh(ctx, p, prev)
+	if err != nil && prev == nil {
+		// Nothing is mounted: the cluster side only tells the pod why.
+		d.report(ctx, &Outcome{
+			VolumeID: p.volumeID, TargetPath: p.targetPath,
+			PodName: p.podName, PodNamespace: p.podNamespace, PodUID: p.podUID,
+			Class: o.Class, First: true, Err: err,
+		})
+		return err
 	}
-	return err
+	if err != nil {
+		o = d.keepAfterFailure(v, p, prev, o.Class, err)
+	}
+	d.report(ctx, o)
+	return nil
 }
 
 // refresh resolves the class, mounts the volume, calls the provider and
-// writes what it returns.
-func (d *Driver) refresh(ctx context.Context, p *publishRequest, prev *volume.Record) error {
+// writes what it returns. The outcome always carries the class when it
+// could be resolved, also with an error.
+func (d *Driver) refresh(ctx context.Context, p *publishRequest, prev *volume.Record) (*Outcome, error) {
+	o := &Outcome{}
 	spc, err := d.deps.Classes.Resolve(ctx, p.podNamespace, p.className)
 	if err != nil {
-		return err
+		return o, err
 	}
+	o.Class = spc
 	mreq, err := buildMountRequest(spc, p, currentObjects(prev))
 	if err != nil {
-		return err
+		return o, err
 	}
 	v, _, err := d.deps.Volumes.Ensure(p.volumeID, p.targetPath, p.readOnly)
 	if err != nil {
-		return err
+		return o, err
 	}
-	if err := d.fetchAndWrite(ctx, v, spc, p, mreq, prev); err != nil {
+	rec, changed, err := d.fetchAndWrite(ctx, v, spc, p, mreq, prev)
+	if err != nil {
 		if prev == nil {
 			d.removeAfterFailure(v)
 		}
-		return err
+		return o, err
 	}
-	return nil
+	return newOutcome(v, spc, rec, prev == nil, changed, nil), nil
 }
 
 func (d *Driver) fetchAndWrite(ctx context.Context, v *volume.Volume, spc *secretsstorev1.SecretProviderClass,
 	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record,
-) error {
+) (*volume.Record, bool, error) {
 	resp, err := d.deps.Providers.Mount(ctx, string(spc.Spec.Provider), mreq)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	changed := false
 	if files := resp.GetFiles(); len(files) > 0 {
 		changed, err = atomicwrite.Write(v.DataDir, toWriterFiles(files))
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 	}
 	rec := d.newRecord(p, spc, resp, prev, changed)
 	if err := v.SaveRecord(rec); err != nil {
-		return err
+		return nil, false, err
 	}
 	logPublished(p, spc, rec, prev == nil, changed)
-	return nil
+	return rec, changed, nil
+}
+
+func newOutcome(v *volume.Volume, spc *secretsstorev1.SecretProviderClass, rec *volume.Record, first, changed bool, cause error) *Outcome {
+	return &Outcome{
+		VolumeID: rec.VolumeID, TargetPath: rec.TargetPath, DataDir: v.DataDir,
+		PodName: rec.PodName, PodNamespace: rec.PodNamespace, PodUID: rec.PodUID,
+		Class: spc, Objects: rec.Objects, First: first, Changed: changed, Err: cause,
+		LastRefresh: rec.LastMount,
+	}
+}
+
+// report hands an outcome to the cluster side. Its failures are logged and
+// retried by the next republish; they never fail the publish.
+func (d *Driver) report(ctx context.Context, o *Outcome) {
+	if d.deps.Cluster == nil {
+		return
+	}
+	if err := d.deps.Cluster.AfterPublish(ctx, o); err != nil {
+		klog.ErrorS(err, "reporting volume to the cluster", "volumeID", o.VolumeID,
+			"pod", klog.KRef(o.PodNamespace, o.PodName))
+	}
 }
 
 func (d *Driver) newRecord(p *publishRequest, spc *secretsstorev1.SecretProviderClass, resp *v1alpha1.MountResponse,
@@ -113,7 +147,9 @@ func (d *Driver) newRecord(p *publishRequest, spc *secretsstorev1.SecretProvider
 	return rec
 }
 
-func (d *Driver) keepAfterFailure(v *volume.Volume, p *publishRequest, prev *volume.Record, cause error) {
+func (d *Driver) keepAfterFailure(v *volume.Volume, p *publishRequest, prev *volume.Record,
+	spc *secretsstorev1.SecretProviderClass, cause error,
+) *Outcome {
 	klog.ErrorS(cause, "refresh failed, keeping the mounted files", "volumeID", p.volumeID,
 		"pod", klog.KRef(p.podNamespace, p.podName), "spc", p.className)
 	prev.LastError = cause.Error()
@@ -121,6 +157,7 @@ func (d *Driver) keepAfterFailure(v *volume.Volume, p *publishRequest, prev *vol
 	if err := v.SaveRecord(prev); err != nil {
 		klog.ErrorS(err, "recording refresh failure", "volumeID", p.volumeID)
 	}
+	return newOutcome(v, spc, prev, false, false, cause)
 }
 
 func (d *Driver) removeAfterFailure(v *volume.Volume) {

@@ -34,6 +34,8 @@ type Deps struct {
 	Providers ProviderClient
 	Volumes   *volume.Manager
 	Clock     clock.PassiveClock
+	// Cluster is optional: without it nothing is written to an API server.
+	Cluster Cluster
 }
 
 // Driver is the CSI node plugin.

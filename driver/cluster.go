@@ -1,0 +1,41 @@
+package driver
+
+import (
+	"context"
+	"time"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/driver/volume"
+)
+
+// Outcome is one publish attempt, as the cluster side needs to know it.
+// It holds no secret material: a Cluster that syncs Secrets reads the files
+// from DataDir itself.
+type Outcome struct {
+	VolumeID   string
+	TargetPath string
+	// DataDir holds the files the pod sees (package atomicwrite's layout).
+	DataDir string
+	// Pod, ServiceAccount and Class are from the request and the class.
+	PodName, PodNamespace, PodUID string
+	Class                         *secretsstorev1.SecretProviderClass
+	// Objects are the mounted objects and versions.
+	Objects []volume.Object
+	// First is a first publish; Changed says the files changed.
+	First, Changed bool
+	// Err is a failed attempt. With First it failed a first publish and
+	// nothing is mounted (Class is nil when the class was not found);
+	// otherwise a refresh failed and the files mounted before were kept.
+	Err error
+	// LastRefresh is when the provider last answered successfully.
+	LastRefresh time.Time
+}
+
+// Cluster is what the driver tells the Kubernetes API about its volumes:
+// pod statuses, synced Secrets, events. A driver without a cluster (the CLI,
+// the demo) has none. Errors are logged and never fail a publish: the files
+// are what the pod needs, and the next republish retries.
+type Cluster interface {
+	AfterPublish(ctx context.Context, o *Outcome) error
+	AfterUnpublish(ctx context.Context, rec *volume.Record) error
+}
