@@ -26,6 +26,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	}{
 		{"bad size", []string{"--tmpfs-size=lots", "--class-path=" + dir}, "--tmpfs-size"},
 		{"no classes", []string{"--state-dir=" + dir}, "--class-path"},
+		{"sync without cluster", []string{"--state-dir=" + dir, "--class-path=" + dir, "--sync-secrets"}, "--sync-secrets needs an API server"},
 		{"relative state dir", []string{"--state-dir=rel", "--class-path=" + dir}, "state dir"},
 		{"relative provider dir", []string{"--state-dir=" + dir, "--class-path=" + dir, "--provider-dir=rel"}, "provider directory \"rel\""},
 		{"bad endpoint", []string{"--state-dir=" + dir, "--class-path=" + dir, "--endpoint=tcp://x"}, "--endpoint"},
