@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -13,10 +14,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
+	"github.com/keymount/keymount/driver/cluster"
 	"github.com/keymount/keymount/driver/providerclient"
 )
 
@@ -32,6 +35,8 @@ type config struct {
 	stateDir        string
 	tmpfsSize       string
 	classPaths      string
+	kubeconfig      string
+	syncSecrets     bool
 }
 
 func main() {
@@ -60,7 +65,9 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.IntVar(&cfg.providerMaxRecv, "provider-max-recv-size", 4<<20, "largest provider response accepted, in bytes")
 	fs.StringVar(&cfg.stateDir, "state-dir", "/var/lib/keymount", "host directory (bidirectional mount propagation) holding each volume's tmpfs and record")
 	fs.StringVar(&cfg.tmpfsSize, "tmpfs-size", "32Mi", "size cap of each volume's tmpfs")
-	fs.StringVar(&cfg.classPaths, "class-path", "", "comma-separated SecretProviderClass YAML files or directories to resolve classes from")
+	fs.StringVar(&cfg.classPaths, "class-path", "", "comma-separated SecretProviderClass YAML files or directories to resolve classes from, instead of the API server")
+	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty: in-cluster config when running in a pod")
+	fs.BoolVar(&cfg.syncSecrets, "sync-secrets", false, "mirror secretObjects into Kubernetes Secrets (needs RBAC to write Secrets)")
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
 	cfg.driver.Version = version
 	return cfg
@@ -70,9 +77,6 @@ func run(ctx context.Context, cfg *config) error {
 	size, err := resource.ParseQuantity(cfg.tmpfsSize)
 	if err != nil || size.Value() <= 0 {
 		return fmt.Errorf("--tmpfs-size %q: want a positive size such as 32Mi", cfg.tmpfsSize)
-	}
-	if cfg.classPaths == "" {
-		return fmt.Errorf("--class-path is empty: name the SecretProviderClass YAML files or directories to serve")
 	}
 	volumes, err := driver.NewVolumeManager(cfg.stateDir, size.Value())
 	if err != nil {
@@ -87,11 +91,11 @@ func run(ctx context.Context, cfg *config) error {
 		return err
 	}
 	defer func() { _ = providers.Close() }()
-	d, err := driver.New(cfg.driver, driver.Deps{
-		Classes:   &class.FileResolver{Paths: splitList(cfg.classPaths)},
-		Providers: providers,
-		Volumes:   volumes,
-	})
+	deps := driver.Deps{Providers: providers, Volumes: volumes}
+	if err := connect(ctx, cfg, &deps); err != nil {
+		return err
+	}
+	d, err := driver.New(cfg.driver, deps)
 	if err != nil {
 		return err
 	}
@@ -106,4 +110,38 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// connect picks where classes come from and whether the driver reports to an
+// API server: a kubeconfig or an in-cluster config means a cluster; class
+// files alone mean none.
+func connect(ctx context.Context, cfg *config, deps *driver.Deps) error {
+	inCluster := os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+	if cfg.kubeconfig == "" && !inCluster {
+		if cfg.classPaths == "" {
+			return errors.New("no API server and no --class-path: set --kubeconfig, run in a cluster, or name class files with --class-path")
+		}
+		if cfg.syncSecrets {
+			return errors.New("--sync-secrets needs an API server: set --kubeconfig or run in a cluster")
+		}
+		deps.Classes = &class.FileResolver{Paths: splitList(cfg.classPaths)}
+		return nil
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load API server config: %w", err)
+	}
+	rc.UserAgent = "keymount-driver/" + version
+	cl, err := cluster.Start(ctx, cluster.Config{
+		Rest: rc, Node: cfg.driver.NodeID, DriverName: cfg.driver.DriverName, SyncSecrets: cfg.syncSecrets,
+	})
+	if err != nil {
+		return err
+	}
+	deps.Cluster = cl
+	deps.Classes = cl.Resolver()
+	if cfg.classPaths != "" {
+		deps.Classes = &class.FileResolver{Paths: splitList(cfg.classPaths)}
+	}
+	return nil
 }

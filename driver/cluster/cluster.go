@@ -1,0 +1,169 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/driver/class"
+	"github.com/keymount/keymount/driver/podstatus"
+	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/rotation/secretsync"
+)
+
+// Config says which cluster and node the driver serves.
+type Config struct {
+	// Rest is the API server connection.
+	Rest *rest.Config
+	// Node is this node's name.
+	Node string
+	// DriverName is the CSI driver name pods use in their volumes.
+	DriverName string
+	// SyncSecrets turns on secretObjects sync (and the Secret watch).
+	SyncSecrets bool
+	// SyncTimeout bounds the wait for the caches at start.
+	SyncTimeout time.Duration
+}
+
+// Cluster implements driver.Cluster against a real API server.
+type Cluster struct {
+	resolver *class.KubeResolver
+	status   *podstatus.Writer
+	sync     *secretsync.Syncer // nil when sync is off
+	events   *eventSink
+}
+
+var _ driver.Cluster = (*Cluster)(nil)
+
+// Scheme returns the types the driver reads and writes.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := secretsstorev1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start connects to the API server, starts the node-scoped caches and waits
+// for them to sync. The caches stop with ctx.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Rest == nil || cfg.Node == "" || cfg.DriverName == "" {
+		return nil, errors.New("cluster needs an API server connection, a node name and a driver name")
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	live, err := client.New(cfg.Rest, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("connect to the API server: %w", err)
+	}
+	c, err := startCache(ctx, cfg, scheme)
+	if err != nil {
+		return nil, err
+	}
+	events, err := newEventSink(ctx, cfg.Rest, scheme, cfg.Node)
+	if err != nil {
+		return nil, err
+	}
+	cl := &Cluster{
+		resolver: class.NewKubeResolver(c, live),
+		status:   podstatus.New(live, c, cfg.Node, clock.RealClock{}),
+		events:   events,
+	}
+	if cfg.SyncSecrets {
+		cl.sync = secretsync.New(live, c, cfg.Node, cfg.DriverName, events.recorder)
+	}
+	return cl, nil
+}
+
+// watched lists the types the cache serves, each with its scope.
+func watched(cfg Config) map[client.Object]cache.ByObject {
+	byObject := map[client.Object]cache.ByObject{
+		&secretsstorev1.SecretProviderClass{}: {},
+		&corev1.Pod{}:                         {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.Node)},
+		&secretsstorev1.SecretProviderClassPodStatus{}: {
+			Label: labels.SelectorFromSet(labels.Set{secretsstorev1.InternalNodeLabel: cfg.Node}),
+		},
+	}
+	if cfg.SyncSecrets {
+		byObject[&corev1.Secret{}] = cache.ByObject{
+			Label: labels.SelectorFromSet(labels.Set{secretsync.ManagedLabel: "true"}),
+		}
+	}
+	return byObject
+}
+
+func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme) (cache.Cache, error) {
+	byObject := watched(cfg)
+	c, err := cache.New(cfg.Rest, cache.Options{
+		Scheme:   scheme,
+		ByObject: byObject,
+		// A read of any other type fails instead of starting a
+		// cluster-wide informer.
+		ReaderFailOnMissingInformer: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create cache: %w", err)
+	}
+	for obj := range byObject {
+		if _, err := c.GetInformer(ctx, obj); err != nil {
+			return nil, fmt.Errorf("create informer for %T: %w", obj, err)
+		}
+	}
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			klog.ErrorS(err, "cache stopped")
+		}
+	}()
+	timeout := cfg.SyncTimeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if !c.WaitForCacheSync(syncCtx) {
+		return nil, fmt.Errorf("caches did not sync within %s: check the API server and the driver's RBAC", timeout)
+	}
+	return c, nil
+}
+
+// Resolver returns the class resolver backed by the cache.
+func (c *Cluster) Resolver() class.Resolver { return c.resolver }
+
+// AfterPublish syncs Secrets, writes the pod status and tells the pod.
+func (c *Cluster) AfterPublish(ctx context.Context, o *driver.Outcome) error {
+	c.events.published(o)
+	if o.First && o.Err != nil {
+		return nil
+	}
+	var synced *metav1.Condition
+	var syncErr error
+	if c.sync != nil {
+		synced, syncErr = c.sync.Sync(ctx, o)
+	}
+	return errors.Join(syncErr, c.status.Publish(ctx, o, synced))
+}
+
+// AfterUnpublish removes the pod status of the volume.
+func (c *Cluster) AfterUnpublish(ctx context.Context, rec *volume.Record) error {
+	return c.status.Delete(ctx, rec)
+}
