@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/keymount/keymount/driver/atomicwrite"
 	"github.com/keymount/keymount/driver/class"
@@ -50,6 +51,8 @@ func codeOf(err error) codes.Code {
 		return codes.FailedPrecondition
 	case errors.Is(err, volume.ErrNotFound):
 		return codes.NotFound
+	case apierrors.IsForbidden(err):
+		return codes.PermissionDenied
 	case errors.As(err, &perr):
 		return nonUnknown(perr.Code)
 	case errors.Is(err, context.DeadlineExceeded):

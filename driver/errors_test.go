@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/keymount/keymount/driver/atomicwrite"
 	"github.com/keymount/keymount/driver/class"
@@ -35,6 +37,7 @@ func TestToStatus(t *testing.T) {
 		{"bad provider path", fmt.Errorf("write: %w", atomicwrite.ErrInvalidPath), codes.Internal},
 		{"bad provider response", fmt.Errorf("x: %w", providerclient.ErrInvalidResponse), codes.Internal},
 		{"plain error", errors.New("disk on fire"), codes.Internal},
+		{"forbidden", fmt.Errorf("get class: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "secretproviderclasses"}, "x", errors.New("rbac"))), codes.PermissionDenied},
 		{"bare status kept", status.Error(codes.ResourceExhausted, "slow down"), codes.ResourceExhausted},
 		{"bare unknown status", status.Error(codes.Unknown, "what"), codes.Internal},
 	}
