@@ -16,8 +16,10 @@ type Outcome struct {
 	TargetPath string
 	// DataDir holds the files the pod sees (package atomicwrite's layout).
 	DataDir string
-	// Pod, ServiceAccount and Class are from the request and the class.
+	// Pod and class names are from the request; Class is the resolved
+	// class, nil when it could not be resolved.
 	PodName, PodNamespace, PodUID string
+	ClassName                     string
 	Class                         *secretsstorev1.SecretProviderClass
 	// Objects are the mounted objects and versions.
 	Objects []volume.Object

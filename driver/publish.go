@@ -39,7 +39,7 @@ func (d *Driver) publish(ctx context.Context, req *csi.NodePublishVolumeRequest)
 		d.report(ctx, &Outcome{
 			VolumeID: p.volumeID, TargetPath: p.targetPath,
 			PodName: p.podName, PodNamespace: p.podNamespace, PodUID: p.podUID,
-			Class: o.Class, First: true, Err: err,
+			ClassName: p.className, Class: o.Class, First: true, Err: err,
 		})
 		return err
 	}
@@ -104,7 +104,7 @@ func newOutcome(v *volume.Volume, spc *secretsstorev1.SecretProviderClass, rec *
 	return &Outcome{
 		VolumeID: rec.VolumeID, TargetPath: rec.TargetPath, DataDir: v.DataDir,
 		PodName: rec.PodName, PodNamespace: rec.PodNamespace, PodUID: rec.PodUID,
-		Class: spc, Objects: rec.Objects, First: first, Changed: changed, Err: cause,
+		ClassName: rec.Class, Class: spc, Objects: rec.Objects, First: first, Changed: changed, Err: cause,
 		LastRefresh: rec.LastMount,
 	}
 }
