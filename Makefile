@@ -38,6 +38,14 @@ KEYMOUNT_CACHE ?= $(HOME)/.cache/keymount
 TOOLS_BIN := $(KEYMOUNT_CACHE)/bin
 TOOLS_TMP := $(KEYMOUNT_CACHE)/tmp
 
+# The control plane of the integration and end-to-end tiers (tests/k8senv):
+# kube-apiserver and kube-controller-manager built from the helper module
+# hack/k8s (its go.mod pins the Kubernetes version: change it with
+# hack/update-k8s.sh), etcd from Debian, all in one versioned directory under
+# the cache that `make k8s-env` fills and every go test run gets as
+# KUBEBUILDER_ASSETS.
+K8S_ASSETS = $(shell KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-k8s.sh --print-assets-dir)
+
 # ------------------------------------------------------------- tool pins
 
 # protoc is Debian bookworm's protobuf-compiler; the generated headers record
@@ -68,10 +76,10 @@ GO_MODULES := $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path './.g
 help: ## Show this list of targets
 	@echo 'Usage: make [TARGET] [VAR=value ...]'
 	@echo
-	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z0-9_.-]+:[^#]*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z0-9_.-]+:[^#]*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo
 	@echo 'Variables: FUZZTIME=$(FUZZTIME) BENCH_PKGS="$(BENCH_PKGS)" IMAGE=$(IMAGE)'
-	@echo '           KEYMOUNT_CACHE=$(KEYMOUNT_CACHE) (pinned tools live in its bin/)'
+	@echo '           KEYMOUNT_CACHE=$(KEYMOUNT_CACHE) (pinned tools live in its bin/, the test control plane in its k8s/)'
 
 # ------------------------------------------------------------------ build
 
@@ -83,8 +91,8 @@ build: ## Build the binaries (static, -trimpath) into ./bin/
 # ------------------------------------------------------------------- test
 
 .PHONY: test
-test: require-root verify lint ## Everything CI runs: verify, lint, then go test -race of every package (needs root)
-	$(GO) test $(TEST_FLAGS) ./...
+test: require-root verify lint k8s-env ## Everything CI runs: verify, lint, the control plane, then go test -race of every package (needs root)
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: test-unit
 test-unit: require-root ## Unit tests only: go test -race of every package outside tests/ (needs root)
@@ -94,6 +102,22 @@ test-unit: require-root ## Unit tests only: go test -race of every package outsi
 test-sanity: require-root ## CSI conformance: csi-sanity against the driver over a real socket (needs root)
 	@if [[ ! -d tests/sanity ]]; then echo 'test-sanity: tests/sanity does not exist yet' >&2; exit 1; fi
 	$(GO) test $(TEST_FLAGS) ./tests/sanity/...
+
+.PHONY: test-integration
+test-integration: k8s-env ## Integration tests against a real kube-apiserver + etcd (tests/k8senv, tests/integration)
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' $(GO) test $(TEST_FLAGS) $$(for d in tests/k8senv tests/integration; do if [[ -d $$d ]]; then echo ./$$d/...; fi; done)
+
+.PHONY: test-e2e
+test-e2e: require-root k8s-env ## End-to-end tests: the kubelet-emulating harness against the real API server (needs root)
+	@if [[ ! -d tests/e2e ]]; then echo 'test-e2e: tests/e2e does not exist yet' >&2; exit 1; fi
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' $(GO) test $(TEST_FLAGS) ./tests/e2e/...
+
+# k8s-env: install etcd (Debian, never started as a service) and build
+# kube-apiserver and kube-controller-manager once per Kubernetes version
+# (a cold build takes minutes; later runs find the binaries and return).
+.PHONY: k8s-env
+k8s-env: ## Install the integration test control plane into KEYMOUNT_CACHE/k8s/<version> (etcd, kube-apiserver, kube-controller-manager)
+	@KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-k8s.sh
 
 .PHONY: require-root
 require-root:

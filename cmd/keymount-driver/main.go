@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
@@ -41,6 +42,7 @@ type config struct {
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	ctrllog.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cfg)
 	stop()

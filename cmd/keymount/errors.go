@@ -22,8 +22,10 @@ func usageErrorf(format string, args ...any) error {
 	return &usageError{err: fmt.Errorf(format, args...)}
 }
 
-// callError is a failed CSI call to the in-process driver. It prints the
-// gRPC code and the driver's message, and keeps the status for status.Code.
+// callError is a failed CSI call to the in-process driver, or a check that
+// fails before the call as the driver would fail it (a class missing from
+// the cluster). It prints the gRPC code and the driver's message, and keeps
+// the status for status.Code.
 type callError struct {
 	op   string
 	st   *status.Status

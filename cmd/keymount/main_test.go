@@ -19,6 +19,7 @@ func TestRunDispatch(t *testing.T) {
 		{args: []string{"help"}, code: exitOK, stdout: "  unmount   unmount a directory"},
 		{args: []string{"--help"}, code: exitOK, stdout: "Commands:"},
 		{args: []string{"help", "mount"}, code: exitOK, stdout: "--local-root dir"},
+		{args: []string{"help", "mount"}, code: exitOK, stdout: "--kubeconfig file"},
 		{args: []string{"help", "nope"}, code: exitUsage, stderr: `unknown command "nope"`},
 		{args: []string{"version"}, code: exitOK, stdout: "keymount dev ("},
 		{args: []string{"version", "x"}, code: exitUsage, stderr: "no arguments"},

@@ -19,6 +19,8 @@ import (
 type mountConfig struct {
 	classFile   string
 	className   string
+	kubeconfig  string
+	kubeContext string
 	target      string
 	pod         session.Pod
 	providerDir string
@@ -34,11 +36,13 @@ type mountConfig struct {
 func newMountFlags(cfg *mountConfig, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("keymount mount", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&cfg.classFile, "f", "", "the SecretProviderClass YAML `file` (required)")
+	fs.StringVar(&cfg.classFile, "f", "", "the SecretProviderClass YAML `file` (required without --kubeconfig)")
+	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "read the class from the cluster of this kubeconfig `file` instead of -f (a dry run: nothing is written to the cluster)")
+	fs.StringVar(&cfg.kubeContext, "context", "", "the kubeconfig context to use with --kubeconfig; its current context when not given")
 	fs.StringVar(&cfg.target, "target", "", "the `dir`ectory to mount on, created if missing, else empty (required)")
-	fs.StringVar(&cfg.className, "class", "", "the class to mount when the file holds several")
+	fs.StringVar(&cfg.className, "class", "", "the class to mount: required with --kubeconfig, and when the file holds several")
 	fs.StringVar(&cfg.pod.Name, "pod-name", "keymount-cli", "the pod name the provider is told")
-	fs.StringVar(&cfg.pod.Namespace, "pod-namespace", "default", "the pod namespace the provider is told; a class with metadata.namespace sets it when not given")
+	fs.StringVar(&cfg.pod.Namespace, "pod-namespace", "default", "the pod namespace the provider is told, and with --kubeconfig the class's namespace; when not given, a class file's metadata.namespace or the kubeconfig context's namespace sets it")
 	fs.StringVar(&cfg.pod.UID, "pod-uid", "", "the pod UID the provider is told; random when not given")
 	fs.StringVar(&cfg.pod.ServiceAccount, "service-account", "default", "the service account name the provider is told")
 	fs.StringVar(&cfg.providerDir, "provider-dir", defaultProviderDir, "the `dir`ectory of provider sockets <provider>.sock")
@@ -49,11 +53,16 @@ func newMountFlags(cfg *mountConfig, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print the driver's and provider's logs on stderr")
 	fs.Usage = func() {
 		_, _ = fmt.Fprint(fs.Output(), `Usage: keymount mount -f class.yaml --target DIR [flags]
+       keymount mount --kubeconfig FILE --class NAME --target DIR [flags]
 
 Mounts the secrets of a SecretProviderClass on DIR through keymount's publish
 pipeline: a private tmpfs, files written atomically, user-visible names as
 symlinks into ..data. The mount stays after keymount exits; remove it with
 "keymount unmount DIR". Needs root.
+
+With --kubeconfig, the class NAME is read from the cluster's API server, in
+--pod-namespace, instead of from a file. It is a dry run: only the class is
+read, nothing is written to the cluster (no pod status, no Secret, no event).
 
 Flags:
 `)
@@ -77,14 +86,15 @@ func mountCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := cfg.complete(); err != nil {
 		return err
 	}
-	return runMount(ctx, cfg, stdout)
+	return runMount(ctx, cfg, stdout, stderr)
 }
 
 // complete checks the flags and fills in the defaults computed at run time.
 func (c *mountConfig) complete() error {
+	if err := c.checkSource(); err != nil {
+		return err
+	}
 	switch {
-	case c.classFile == "":
-		return usageErrorf("mount: -f is required: name the SecretProviderClass YAML file")
 	case c.target == "":
 		return usageErrorf("mount: --target is required: name the directory to mount on")
 	case c.timeout <= 0:
@@ -107,15 +117,33 @@ func (c *mountConfig) complete() error {
 	return nil
 }
 
+// checkSource checks that the command line names one place to read the
+// class from: a file, or a cluster and the class's name.
+func (c *mountConfig) checkSource() error {
+	switch {
+	case c.classFile != "" && c.kubeconfig != "":
+		return usageErrorf("mount: -f and --kubeconfig exclude each other: read the class from a file or from a cluster")
+	case c.classFile == "" && c.kubeconfig == "":
+		return usageErrorf("mount: -f or --kubeconfig is required: name the SecretProviderClass YAML file, or the cluster to read the class from")
+	case c.kubeconfig != "" && c.className == "":
+		return usageErrorf("mount: --class is required with --kubeconfig: name the SecretProviderClass to read from the cluster")
+	case c.kubeContext != "" && c.kubeconfig == "":
+		return usageErrorf("mount: --context needs --kubeconfig")
+	}
+	return nil
+}
+
 // runMount publishes the volume and prints what was mounted.
-func runMount(ctx context.Context, cfg *mountConfig, stdout io.Writer) (err error) {
-	spc, err := selectClass(cfg)
+func runMount(ctx context.Context, cfg *mountConfig, stdout, stderr io.Writer) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	quietLogs(cfg.verbose)
+	src, err := loadClass(ctx, cfg, stderr)
 	if err != nil {
 		return err
 	}
-	quietLogs(cfg.verbose)
 	s, err := session.Start(session.Config{
-		Version: version, StateDir: cfg.stateDir, ClassFiles: []string{cfg.classFile},
+		Version: version, StateDir: cfg.stateDir, Classes: src.resolver,
 		ProviderDir: cfg.providerDir, LocalRoot: cfg.localRoot, ProviderTimeout: cfg.timeout,
 	})
 	if err != nil {
@@ -127,9 +155,7 @@ func runMount(ctx context.Context, cfg *mountConfig, stdout io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
-	v := session.Volume{Class: spc.Name, Target: cfg.target, ReadOnly: cfg.readOnly}
+	v := session.Volume{Class: src.spc.Name, Target: cfg.target, ReadOnly: cfg.readOnly}
 	if err := s.Publish(ctx, cfg.pod, v); err != nil {
 		return newCallError(ctx, "mount", err)
 	}
@@ -138,12 +164,39 @@ func runMount(ctx context.Context, cfg *mountConfig, stdout io.Writer) (err erro
 			return err
 		}
 	}
-	return printMounted(stdout, cfg, spc)
+	return printMounted(stdout, cfg, src)
 }
 
-// selectClass reads the class file and picks the class to mount. A class
+// classSource is the class to mount, read before the mount to check it,
+// and the resolver the in-process driver reads it through when it mounts.
+type classSource struct {
+	spc      *secretsstorev1.SecretProviderClass
+	resolver class.Resolver
+	// origin says where a class from a cluster came from; empty for a file.
+	origin string
+}
+
+// loadClass reads the class to mount from the file or the cluster.
+func loadClass(ctx context.Context, cfg *mountConfig, warnings io.Writer) (*classSource, error) {
+	var src *classSource
+	var err error
+	if cfg.kubeconfig != "" {
+		src, err = clusterClass(ctx, cfg, warnings)
+	} else {
+		src, err = fileClass(cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cfg.localRoot != "" && src.spc.Spec.Provider != "local" {
+		return nil, usageErrorf("--local-root serves provider \"local\", but class %q uses provider %q", src.spc.Name, src.spc.Spec.Provider)
+	}
+	return src, nil
+}
+
+// fileClass reads the class file and picks the class to mount. A class
 // with a namespace sets the pod's namespace unless --pod-namespace was given.
-func selectClass(cfg *mountConfig) (*secretsstorev1.SecretProviderClass, error) {
+func fileClass(cfg *mountConfig) (*classSource, error) {
 	data, err := os.ReadFile(cfg.classFile)
 	if err != nil {
 		return nil, fmt.Errorf("read class file: %w", err)
@@ -159,10 +212,7 @@ func selectClass(cfg *mountConfig) (*secretsstorev1.SecretProviderClass, error) 
 	if spc.Namespace != "" && !cfg.namespaceSet {
 		cfg.pod.Namespace = spc.Namespace
 	}
-	if cfg.localRoot != "" && spc.Spec.Provider != "local" {
-		return nil, usageErrorf("--local-root serves provider \"local\", but class %q uses provider %q", spc.Name, spc.Spec.Provider)
-	}
-	return spc, nil
+	return &classSource{spc: spc, resolver: &class.FileResolver{Paths: []string{cfg.classFile}}}, nil
 }
 
 func pickClass(classes []*secretsstorev1.SecretProviderClass, name, file string) (*secretsstorev1.SecretProviderClass, error) {

@@ -144,6 +144,39 @@ func TestMountErrors(t *testing.T) {
 		usage:     true,
 		wantInErr: []string{`--local-root serves provider "local"`, `"vault"`},
 	}, {
+		name:      "-f and --kubeconfig",
+		class:     demoClass,
+		args:      func(e *env) []string { return e.mountArgs("--kubeconfig", filepath.Join(e.dir, "kubeconfig")) },
+		usage:     true,
+		wantInErr: []string{"-f and --kubeconfig exclude each other"},
+	}, {
+		name:      "neither -f nor --kubeconfig",
+		class:     demoClass,
+		args:      func(e *env) []string { return []string{"--target", e.target, "--class", "demo"} },
+		usage:     true,
+		wantInErr: []string{"-f or --kubeconfig is required"},
+	}, {
+		name:  "--kubeconfig without --class",
+		class: demoClass,
+		args: func(e *env) []string {
+			return []string{"--kubeconfig", filepath.Join(e.dir, "kubeconfig"), "--target", e.target}
+		},
+		usage:     true,
+		wantInErr: []string{"--class is required with --kubeconfig"},
+	}, {
+		name:      "--context without --kubeconfig",
+		class:     demoClass,
+		args:      func(e *env) []string { return e.mountArgs("--context", "prod") },
+		usage:     true,
+		wantInErr: []string{"--context needs --kubeconfig"},
+	}, {
+		name:  "missing kubeconfig",
+		class: demoClass,
+		args: func(e *env) []string {
+			return []string{"--kubeconfig", filepath.Join(e.dir, "nope"), "--class", "demo", "--target", e.target}
+		},
+		wantInErr: []string{"--kubeconfig", "nope", "no such file or directory"},
+	}, {
 		name:      "no --target",
 		class:     demoClass,
 		args:      func(e *env) []string { return []string{"-f", e.classFile} },

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 )
 
 // mountedFile is one file a pod would see: its path, mode and size. The
@@ -22,7 +20,8 @@ type mountedFile struct {
 
 // printMounted tells what was mounted: the class, the target and every
 // file with its mode and size.
-func printMounted(w io.Writer, cfg *mountConfig, spc *secretsstorev1.SecretProviderClass) error {
+func printMounted(w io.Writer, cfg *mountConfig, src *classSource) error {
+	spc := src.spc
 	files, err := listFiles(cfg.target, "")
 	if err != nil {
 		return fmt.Errorf("list mounted files: %w", err)
@@ -39,6 +38,9 @@ func printMounted(w io.Writer, cfg *mountConfig, spc *secretsstorev1.SecretProvi
 	}
 	for _, f := range files {
 		_, _ = fmt.Fprintf(w, "  %v  %*d B  %s\n", f.mode.Perm(), width, f.size, f.path)
+	}
+	if src.origin != "" {
+		_, _ = fmt.Fprintf(w, "class read from %s; dry run: nothing was written to the cluster\n", src.origin)
 	}
 	hint := "keymount unmount " + cfg.target
 	if cfg.stateDir != defaultStateDir {

@@ -60,7 +60,9 @@ func TestKubeResolver(t *testing.T) {
 func TestKubeResolverKeepsAPIErrors(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: secretsstorev1.GroupName, Resource: "secretproviderclasses"}, "x", errors.New("rbac"))
 	live := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
-		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error { return forbidden },
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return forbidden
+		},
 	}).Build()
 	_, err := NewKubeResolver(fakeReader(t), live).Resolve(t.Context(), "shop", "x")
 	if !apierrors.IsForbidden(err) || errors.Is(err, ErrNotFound) {

@@ -33,7 +33,11 @@ const MaxMessageBytes = 1024
 type desired struct {
 	podName, podUID, class, targetPath string
 	generation                         int64
-	objects                            []secretsstorev1.SecretProviderClassObject
+	// classKnown is false for a refresh that failed because the class is
+	// gone: the mounted files are still those of the stored generation,
+	// and whether they are synced is unknown, so both stay as stored.
+	classKnown bool
+	objects    []secretsstorev1.SecretProviderClassObject
 	// lastRefresh is truncated to seconds; nil when the outcome has none.
 	lastRefresh      *metav1.Time
 	mounted, current metav1.Condition
@@ -49,7 +53,7 @@ func (w *Writer) desired(o *driver.Outcome, synced *metav1.Condition) *desired {
 	}
 	d := &desired{
 		podName: o.PodName, podUID: o.PodUID, class: o.ClassName, targetPath: o.TargetPath,
-		generation: gen,
+		generation: gen, classKnown: o.Class != nil,
 		mounted: metav1.Condition{
 			Type: secretsstorev1.ConditionMounted, Status: metav1.ConditionTrue, Reason: ReasonMounted,
 			ObservedGeneration: gen, LastTransitionTime: now,
@@ -107,12 +111,17 @@ func (d *desired) apply(st *secretsstorev1.SecretProviderClassPodStatus, node st
 	s.Mounted = true
 	s.TargetPath = d.targetPath
 	s.Objects = slices.Clone(d.objects)
-	s.ObservedGeneration = d.generation
-	meta.SetStatusCondition(&s.Conditions, d.mounted)
-	meta.SetStatusCondition(&s.Conditions, d.current)
-	if d.synced != nil {
+	if d.classKnown {
+		s.ObservedGeneration = d.generation
+	}
+	mounted, current := d.mounted, d.current
+	mounted.ObservedGeneration, current.ObservedGeneration = s.ObservedGeneration, s.ObservedGeneration
+	meta.SetStatusCondition(&s.Conditions, mounted)
+	meta.SetStatusCondition(&s.Conditions, current)
+	switch {
+	case d.synced != nil:
 		meta.SetStatusCondition(&s.Conditions, *d.synced)
-	} else {
+	case d.classKnown:
 		meta.RemoveStatusCondition(&s.Conditions, secretsstorev1.ConditionSecretsSynced)
 	}
 	changed := !equality.Semantic.DeepEqual(before, st)

@@ -8,4 +8,8 @@
 // servers and removes the sockets; the volumes stay mounted, and their
 // records stay in the state directory, so a later session with the same state
 // directory can refresh or unpublish them.
+//
+// The driver runs without a driver.Cluster, so a session never writes to an
+// API server (no pod status, no synced Secret, no event), even when its
+// classes are read from one.
 package session

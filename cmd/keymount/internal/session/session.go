@@ -34,8 +34,10 @@ type Config struct {
 	// TmpfsSize caps each volume's tmpfs, in bytes; zero means
 	// volume.DefaultSizeBytes.
 	TmpfsSize int64
-	// ClassFiles are the SecretProviderClass manifests classes resolve from.
-	ClassFiles []string
+	// Classes resolves the classes volumes name: from manifest files, or
+	// from an API server for a dry run against a cluster. Nil resolves none,
+	// enough for a session that only unpublishes.
+	Classes class.Resolver
 	// ProviderDir is the main provider socket directory.
 	ProviderDir string
 	// LocalRoot, when set, serves the local provider in-process from this
@@ -65,6 +67,9 @@ type Session struct {
 func Start(cfg Config) (*Session, error) {
 	if cfg.TmpfsSize == 0 {
 		cfg.TmpfsSize = volume.DefaultSizeBytes
+	}
+	if cfg.Classes == nil {
+		cfg.Classes = &class.FileResolver{}
 	}
 	volumes, err := driver.NewVolumeManager(cfg.StateDir, cfg.TmpfsSize)
 	if err != nil {
@@ -111,7 +116,8 @@ func (s *Session) startDriver(ctx context.Context, cfg Config, providerDirs []st
 		Endpoint:    "unix://" + sock,
 		ProviderDir: cfg.ProviderDir,
 	}, driver.Deps{
-		Classes:   &class.FileResolver{Paths: cfg.ClassFiles},
+		// No Cluster: a session writes nothing to an API server.
+		Classes:   cfg.Classes,
 		Providers: providers,
 		Volumes:   s.volumes,
 	})

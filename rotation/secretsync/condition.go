@@ -1,0 +1,91 @@
+package secretsync
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+)
+
+// Reasons of the SecretsSynced condition.
+const (
+	// ReasonSynced: every Secret of the class matches the mounted files.
+	ReasonSynced = "Synced"
+	// ReasonSyncFailed: a Secret could not be built or written; the message
+	// says which and why.
+	ReasonSyncFailed = "SyncFailed"
+	// ReasonClaimedByOtherClass: another class of the namespace syncs the
+	// Secret.
+	ReasonClaimedByOtherClass = "SecretClaimedByOtherClass"
+	// ReasonNotManaged: a Secret of that name exists and keymount did not
+	// create it.
+	ReasonNotManaged = "SecretNotManaged"
+	// ReasonTypeMismatch: the Secret exists with another type.
+	ReasonTypeMismatch = "SecretTypeMismatch"
+)
+
+// Event reasons, on the pod.
+const (
+	// EventSynced (Normal): a Secret was created or its data changed.
+	EventSynced = "SecretSynced"
+	// EventSyncFailed (Warning): a Secret could not be synced.
+	EventSyncFailed = "SecretSyncFailed"
+)
+
+// maxMessage bounds the condition message (the API allows 32768 bytes).
+const maxMessage = 32 * 1024
+
+// result is what syncing one secretObject came to.
+type result struct {
+	secret string
+	// reason is "" when the Secret is synced; a condition reason otherwise.
+	reason  string
+	message string
+	// err is an API failure the next sync may not have: it is returned to
+	// the caller. Problems only a change of the class or the cluster fixes
+	// have no err.
+	err error
+	// created and changed say the Secret was created or its data changed;
+	// changed lists the keys.
+	created bool
+	changed []string
+}
+
+func failure(secret, reason, message string) result {
+	return result{secret: secret, reason: reason, message: message}
+}
+
+// condition sums up the results: True when every Secret is synced, else False
+// with the reason of the first failure and every failure's message.
+func condition(results []result) (*metav1.Condition, error) {
+	c := &metav1.Condition{Type: secretsstorev1.ConditionSecretsSynced, LastTransitionTime: metav1.Now()}
+	var synced, failed []string
+	var errs []error
+	for _, r := range results {
+		if r.reason == "" {
+			synced = append(synced, fmt.Sprintf("%q", r.secret))
+			continue
+		}
+		if c.Reason == "" {
+			c.Reason = r.reason
+		}
+		failed = append(failed, r.message)
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
+	if len(failed) == 0 {
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonSynced
+		c.Message = "Secrets " + strings.Join(synced, ", ") + " match the mounted files"
+	} else {
+		c.Status = metav1.ConditionFalse
+		c.Message = strings.Join(failed, "; ")
+	}
+	if len(c.Message) > maxMessage {
+		c.Message = strings.ToValidUTF8(c.Message[:maxMessage-3], "") + "..."
+	}
+	return c, errors.Join(errs...)
+}

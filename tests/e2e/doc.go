@@ -1,0 +1,37 @@
+// Package e2e is keymount's end-to-end suite: the driver and the local
+// provider run as the binaries a cluster runs, against a real kube-apiserver,
+// etcd and kube-controller-manager (package tests/k8senv), and the tests do
+// what kubelet does.
+//
+// For every pod a test creates the Pod object (bound to the test's node, with
+// inline CSI volumes of the driver secrets-store.csi.k8s.io), mints its
+// service account tokens with the TokenRequest API as the CSIDriver object
+// asks, reads its nodePublishSecretRef Secret, and calls NodePublishVolume and
+// NodeUnpublishVolume over the driver's unix socket with kubelet's target
+// path, volume ID and volume context. The driver authenticates as
+// system:serviceaccount:kube-system:keymount, bound to the ClusterRoles and
+// ClusterRoleBindings of deploy/rbac.yaml and
+// deploy/components/secret-sync/rbac.yaml exactly as shipped, so a test that
+// passes proves the shipped RBAC is enough. The API server's audit log shows
+// what the driver asked for: its list and watch requests must be
+// node-scoped.
+//
+// Each test runs its own node: a directory standing in for the host (kubelet
+// root, provider sockets, the driver's state), a driver and a provider
+// process. Cleanup stops the processes (SIGTERM, then SIGKILL), unmounts
+// everything left under the node's directory and fails the test if a driver
+// or provider log holds a token or a nodePublishSecretRef value.
+//
+// The binaries are built and the control plane started once per package,
+// by the first test that needs them (so the setup runs under go test's
+// -timeout and its failure fails every test), and stopped by TestMain after
+// the last test, which then checks that no process and no mount is left.
+// The control plane is k8senv's: etcd, kube-apiserver with an audit log,
+// and kube-controller-manager for the garbage collector.
+//
+// The suite runs as root (the driver mounts tmpfs) and needs
+// KUBEBUILDER_ASSETS (see tests/k8senv). It never skips: without them, every
+// test fails.
+//
+//	KUBEBUILDER_ASSETS=$(hack/install-k8s.sh --print-assets-dir) go test -count=1 ./tests/e2e
+package e2e

@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+)
+
+// TestSecretSharedAcrossNodes syncs one Secret from pods on two nodes. Each
+// node's driver applies the owner references of its own pods under its own
+// field manager, so neither removes the other's, and a content change
+// applied from one node keeps both. Deleting the pod on one node leaves the
+// Secret to the other.
+func TestSecretSharedAcrossNodes(t *testing.T) {
+	n1 := startNode(t, nodeOptions{})
+	n2 := startNode(t, nodeOptions{})
+	ns := n1.newNamespace(t)
+	v1 := []byte("shared-v1-" + randomHex(8))
+	for _, n := range []*node{n1, n2} { // one store seen from both nodes
+		n.writeObject(t, "token", v1)
+	}
+	spc := n1.createClass(t, ns, "fleet", "local", []object{{name: "token"}},
+		&secretsstorev1.SecretObject{SecretName: "fleet", Data: []*secretsstorev1.SecretObjectData{{ObjectName: "token", Key: "token"}}})
+	p1 := n1.createPod(t, ns, "on-node-1", secretsVolume{name: "secrets", class: "fleet"})
+	p2 := n2.createPod(t, ns, "on-node-2", secretsVolume{name: "secrets", class: "fleet"})
+	n1.mustPublish(t, p1, "secrets")
+	n2.mustPublish(t, p2, "secrets")
+
+	sec := n1.s.secret(t, ns, "fleet")
+	if sec == nil {
+		t.Fatal("Secret fleet was not synced")
+	}
+	checkSyncedMeta(t, sec, "fleet", p1, p2)
+	n1.checkPodStatus(t, p1, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": v1}, synced: metav1.ConditionTrue})
+	n2.checkPodStatus(t, p2, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": v1}, synced: metav1.ConditionTrue})
+
+	v2 := []byte("shared-v2-" + randomHex(8))
+	for _, n := range []*node{n1, n2} {
+		n.writeObject(t, "token", v2)
+	}
+	n1.mustPublish(t, p1, "secrets")
+	n2.mustPublish(t, p2, "secrets")
+	sec = n1.s.secret(t, ns, "fleet")
+	if sec == nil || string(sec.Data["token"]) != string(v2) {
+		t.Fatalf("Secret fleet after the change = %v, want token %q", sec, v2)
+	}
+	checkSyncedMeta(t, sec, "fleet", p1, p2)
+
+	n1.deletePod(t, p1, "secrets")
+	waitFor(t, gcTimeout, "the garbage collector to drop the deleted pod from Secret fleet", func(context.Context) (bool, error) {
+		sec := n1.s.secret(t, ns, "fleet")
+		return sec != nil && slices.Equal(ownerUIDs(sec.OwnerReferences), uids(p2)), nil
+	})
+	n2.mustUnpublish(t, p2, "secrets")
+}
+
+// TestPodRecreatedOnAnotherNode replays a StatefulSet pod moving: the pod
+// is removed while its old node has not unpublished yet, the garbage
+// collector deletes its pod status, the pod comes back under the same name
+// on another node, and only then does the old node unpublish. The old
+// node's driver must not delete the new pod's status, which has the same
+// name.
+func TestPodRecreatedOnAnotherNode(t *testing.T) {
+	oldNode := startNode(t, nodeOptions{})
+	newNode := startNode(t, nodeOptions{})
+	ns := oldNode.newNamespace(t)
+	content := []byte("db-" + randomHex(8))
+	for _, n := range []*node{oldNode, newNode} {
+		n.writeObject(t, "password", content)
+	}
+	spc := oldNode.createClass(t, ns, "db", "local", []object{{name: "password"}})
+	before := oldNode.createPod(t, ns, "db-0", secretsVolume{name: "secrets", class: "db"})
+	oldNode.mustPublish(t, before, "secrets")
+
+	oldNode.deletePod(t, before) // the old node is slow: no unpublish yet
+	waitFor(t, gcTimeout, "the garbage collector to delete the removed pod's status", func(context.Context) (bool, error) {
+		return oldNode.s.podStatus(t, before, "db") == nil, nil
+	})
+	after := newNode.createPod(t, ns, "db-0", secretsVolume{name: "secrets", class: "db"})
+	newNode.mustPublish(t, after, "secrets")
+	newNode.checkPodStatus(t, after, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"password": content}})
+
+	oldNode.mustUnpublish(t, before, "secrets")
+	st := newNode.checkPodStatus(t, after, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"password": content}})
+	if got := st.OwnerReferences; len(got) != 1 || got[0].UID != after.UID {
+		t.Errorf("pod status owners = %v, want only the new pod %s", got, after.UID)
+	}
+	newNode.mustUnpublish(t, after, "secrets")
+	if st := newNode.s.podStatus(t, after, "db"); st != nil {
+		t.Errorf("pod status %s still exists after the new pod's unpublish", st.Name)
+	}
+}

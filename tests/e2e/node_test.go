@@ -1,0 +1,328 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// readyTimeout bounds a driver's start: it syncs its caches with the API
+// server before it opens its socket.
+const readyTimeout = 90 * time.Second
+
+// logTailLines is how much of each log a failed test prints.
+const logTailLines = 60
+
+// nodeOptions choose how a node's driver runs.
+type nodeOptions struct {
+	// noSync runs the driver without --sync-secrets, as noSyncUser, whose
+	// only role is the base ClusterRole keymount.
+	noSync bool
+}
+
+// node is one emulated node: a directory standing in for the host, the
+// local provider and the driver running as processes, and the CSI client
+// kubelet would use.
+type node struct {
+	s    *suite
+	name string
+	dir  string
+
+	kubeletRoot      string // kubelet's --root-dir
+	providerRoot     string // the local provider's --root: its objects
+	providerDir      string // the driver's --provider-dir
+	extraProviderDir string // the driver's --additional-provider-dirs
+	stateDir         string
+	socket           string
+	driverLog        string
+	providerLog      string
+
+	driverArgs []string
+	driver     *process
+	provider   *process
+	conn       *grpc.ClientConn
+	csi        csi.NodeClient
+
+	mu        sync.Mutex
+	forbidden []forbiddenValue
+}
+
+// forbiddenValue is a value no log may contain: a token or a
+// nodePublishSecretRef value.
+type forbiddenValue struct {
+	value, what string
+}
+
+// nodeRegistry remembers every node the package started.
+type nodeRegistry struct {
+	mu           sync.Mutex
+	names, paths []string
+}
+
+func (r *nodeRegistry) add(name, dir string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.names = append(r.names, name)
+	r.paths = append(r.paths, dir)
+}
+
+func (r *nodeRegistry) nodeNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.names)
+}
+
+func (r *nodeRegistry) dirs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.paths)
+}
+
+var allNodes nodeRegistry
+
+// startNode starts the local provider and the driver of a new node and
+// registers a cleanup that stops them, checks their logs for forbidden
+// values, unmounts whatever is left and removes the node's directory.
+func startNode(t *testing.T, opts nodeOptions) *node {
+	t.Helper()
+	s := env(t)
+	if os.Geteuid() != 0 {
+		t.Fatalf("the end-to-end suite mounts tmpfs and must run as root (euid %d)", os.Geteuid())
+	}
+	// A short directory: unix socket paths are limited to 108 bytes.
+	dir, err := os.MkdirTemp("", "kme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		t.Fatal(err)
+	}
+	n := &node{
+		s:                s,
+		name:             nodeName(t),
+		dir:              dir,
+		kubeletRoot:      filepath.Join(dir, "kubelet"),
+		providerRoot:     filepath.Join(dir, "objects"),
+		providerDir:      filepath.Join(dir, "providers"),
+		extraProviderDir: filepath.Join(dir, "etc-providers"),
+		stateDir:         filepath.Join(dir, "state"),
+		socket:           filepath.Join(dir, "csi.sock"),
+		driverLog:        filepath.Join(dir, "logs", "driver.log"),
+		providerLog:      filepath.Join(dir, "logs", "provider.log"),
+	}
+	allNodes.add(n.name, n.dir)
+	t.Cleanup(func() { n.cleanup(t) })
+	for _, d := range []string{n.kubeletRoot, n.providerRoot, n.providerDir, n.extraProviderDir, n.stateDir, filepath.Dir(n.driverLog)} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("node %s in %s", n.name, n.dir)
+
+	n.provider, err = startProcess("keymount-provider-local", n.providerLog, filepath.Join(s.bin, "keymount-provider-local"),
+		"--root="+n.providerRoot, "--provider-dir="+n.providerDir, "--name=local", "-v=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitForSocket(t.Context(), filepath.Join(n.providerDir, "local.sock"), n.provider); err != nil {
+		t.Fatalf("the local provider did not start: %v\n%s", err, tail(n.providerLog, logTailLines))
+	}
+
+	kubeconfig := s.driverKubeconfig
+	if opts.noSync {
+		kubeconfig = s.noSyncKubeconfig
+	}
+	n.driverArgs = []string{
+		"--endpoint=unix://" + n.socket,
+		"--node-id=" + n.name,
+		"--driver-name=" + driverName,
+		"--provider-dir=" + n.providerDir,
+		"--additional-provider-dirs=" + n.extraProviderDir,
+		"--state-dir=" + n.stateDir,
+		"--tmpfs-size=4Mi",
+		"--kubeconfig=" + kubeconfig,
+		"-v=5",
+	}
+	if !opts.noSync {
+		n.driverArgs = append(n.driverArgs, "--sync-secrets")
+	}
+	n.startDriver(t)
+	return n
+}
+
+// nodeName is a node name made from the test's name and a random suffix,
+// valid as a label value.
+func nodeName(t *testing.T) string {
+	base := strings.ToLower(strings.TrimPrefix(t.Name(), "Test"))
+	base = regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(base, "-")
+	base = strings.Trim(base, "-")
+	if len(base) > 40 {
+		base = strings.TrimRight(base[:40], "-")
+	}
+	return base + "-" + randomHex(3)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+// startDriver starts the driver and waits until it answers Probe ready.
+func (n *node) startDriver(t *testing.T) {
+	t.Helper()
+	var err error
+	n.driver, err = startProcess("keymount-driver", n.driverLog, filepath.Join(n.s.bin, "keymount-driver"), n.driverArgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), readyTimeout)
+	defer cancel()
+	if err := waitForSocket(ctx, n.socket, n.driver); err != nil {
+		t.Fatalf("the driver did not start: %v\n%s", err, tail(n.driverLog, logTailLines))
+	}
+	// Kubelet's connection: insecure, authority localhost.
+	n.conn, err = grpc.NewClient("unix://"+n.socket,
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("localhost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.csi = csi.NewNodeClient(n.conn)
+	id := csi.NewIdentityClient(n.conn)
+	for {
+		resp, err := id.Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
+		if err == nil && resp.GetReady().GetValue() {
+			return
+		}
+		if !n.driver.alive() || ctx.Err() != nil {
+			t.Fatalf("the driver is not ready: %v\n%s", err, tail(n.driverLog, logTailLines))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// restartDriver kills the driver with SIGKILL, as a crash or an eviction
+// would, and starts it again with the same flags and directories.
+func (n *node) restartDriver(t *testing.T) {
+	t.Helper()
+	_ = n.conn.Close()
+	n.driver.kill()
+	n.startDriver(t)
+}
+
+// waitForSocket waits until path is a unix socket, the process exits or ctx
+// ends.
+func waitForSocket(ctx context.Context, path string, p *process) error {
+	for {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return nil
+		}
+		if !p.alive() {
+			return fmt.Errorf("%s exited: %s", p.name, exitStatus(p.err))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no socket at %s: %w", path, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// forbid records a value that must never appear in the node's logs.
+func (n *node) forbid(value, what string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.forbidden = append(n.forbidden, forbiddenValue{value: value, what: what})
+}
+
+// forbiddenValues returns what forbid recorded.
+func (n *node) forbiddenValues() []forbiddenValue {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.forbidden)
+}
+
+// checkLogs fails the test when a log holds a forbidden value (it names the
+// value's kind, never the value) or a panic.
+func (n *node) checkLogs(t *testing.T) {
+	t.Helper()
+	forbidden := n.forbiddenValues()
+	for _, log := range []string{n.driverLog, n.providerLog} {
+		data, err := os.ReadFile(log)
+		if err != nil {
+			t.Errorf("reading %s: %v", log, err)
+			continue
+		}
+		for _, f := range forbidden {
+			if bytes.Contains(data, []byte(f.value)) {
+				t.Errorf("%s holds %s", filepath.Base(log), f.what)
+			}
+		}
+		if bytes.Contains(data, []byte("panic:")) || bytes.Contains(data, []byte("DATA RACE")) {
+			t.Errorf("%s reports a panic or a data race:\n%s", filepath.Base(log), tail(log, logTailLines))
+		}
+	}
+}
+
+func (n *node) cleanup(t *testing.T) {
+	var errs []error
+	if n.conn != nil {
+		_ = n.conn.Close()
+	}
+	for _, p := range []*process{n.driver, n.provider} {
+		if p != nil {
+			errs = append(errs, p.stop())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Errorf("stopping node %s: %v", n.name, err)
+	}
+	n.checkLogs(t)
+	if t.Failed() {
+		t.Logf("node %s: last lines of the driver log:\n%s", n.name, tail(n.driverLog, logTailLines))
+		t.Logf("node %s: last lines of the provider log:\n%s", n.name, tail(n.providerLog, logTailLines))
+	}
+	unmounted, err := unmountAll(n.dir)
+	if err != nil {
+		t.Errorf("unmounting what node %s left: %v", n.name, err)
+		return // never remove a directory that still has mounts
+	}
+	if unmounted > 0 {
+		t.Logf("node %s: unmounted %d mount(s) left behind", n.name, unmounted)
+	}
+	if err := os.RemoveAll(n.dir); err != nil {
+		t.Errorf("removing node %s: %v", n.name, err)
+	}
+}
+
+// writeObject puts an object into the local provider's root, atomically
+// (a provider call reads the old or the new content).
+func (n *node) writeObject(t *testing.T, name string, content []byte) {
+	t.Helper()
+	path := filepath.Join(n.providerRoot, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+)
+
+// TestSyncSecrets mirrors one volume into an Opaque Secret and a
+// kubernetes.io/tls Secret split from one PEM object.
+func TestSyncSecrets(t *testing.T) {
+	n := startNode(t, nodeOptions{})
+	ns := n.newNamespace(t)
+	password := []byte("pw-" + randomHex(8))
+	certPEM, keyPEM, cert, key := newCertificate(t, "web.example")
+	n.writeObject(t, "db/password", password)
+	bundle := append(slices.Clone(certPEM), keyPEM...)
+	n.writeObject(t, "tls/web.pem", bundle)
+	spc := n.createClass(t, ns, "web", "local",
+		[]object{{name: "db/password", alias: "password"}, {name: "tls/web.pem", alias: "web.pem"}},
+		&secretsstorev1.SecretObject{
+			SecretName:  "db",
+			Type:        string(corev1.SecretTypeOpaque),
+			Labels:      map[string]string{"app": "web"},
+			Annotations: map[string]string{"team.example/owner": "payments"},
+			Data:        []*secretsstorev1.SecretObjectData{{ObjectName: "password", Key: "password"}},
+		},
+		&secretsstorev1.SecretObject{
+			SecretName: "web-tls",
+			Type:       string(corev1.SecretTypeTLS),
+			Data: []*secretsstorev1.SecretObjectData{
+				{ObjectName: "web.pem", Key: corev1.TLSCertKey},
+				{ObjectName: "web.pem", Key: corev1.TLSPrivateKeyKey},
+			},
+		})
+	pod := n.createPod(t, ns, "web", secretsVolume{name: "secrets", class: "web"})
+	n.mustPublish(t, pod, "secrets")
+
+	n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, synced: metav1.ConditionTrue, objects: map[string][]byte{
+		"db/password": password, "tls/web.pem": bundle,
+	}})
+
+	db := n.s.secret(t, ns, "db")
+	if db == nil {
+		t.Fatal("Secret db was not synced")
+	}
+	checkSyncedMeta(t, db, "web", pod)
+	if db.Type != corev1.SecretTypeOpaque {
+		t.Errorf("Secret db type = %q, want Opaque", db.Type)
+	}
+	if diff := cmp.Diff(map[string][]byte{"password": password}, db.Data); diff != "" {
+		t.Errorf("Secret db data (-want +got):\n%s", diff)
+	}
+	if db.Labels["app"] != "web" || db.Annotations["team.example/owner"] != "payments" {
+		t.Errorf("Secret db lacks the class's labels and annotations: %v, %v", db.Labels, db.Annotations)
+	}
+
+	tlsSecret := n.s.secret(t, ns, "web-tls")
+	if tlsSecret == nil {
+		t.Fatal("Secret web-tls was not synced")
+	}
+	checkSyncedMeta(t, tlsSecret, "web", pod)
+	if tlsSecret.Type != corev1.SecretTypeTLS {
+		t.Errorf("Secret web-tls type = %q, want %q", tlsSecret.Type, corev1.SecretTypeTLS)
+	}
+	checkTLSPair(t, tlsSecret, cert, key)
+
+	n.s.waitForEvent(t, pod, corev1.EventTypeNormal, "SecretSynced", `"web-tls"`)
+	n.mustUnpublish(t, pod, "secrets")
+}
+
+// checkSyncedMeta checks what keymount puts on every Secret it syncs.
+func checkSyncedMeta(t *testing.T, s *corev1.Secret, class string, owners ...*corev1.Pod) {
+	t.Helper()
+	if s.Labels[managedLabel] != "true" {
+		t.Errorf("Secret %s lacks the label %s=true: %v", s.Name, managedLabel, s.Labels)
+	}
+	if s.Annotations[classAnnotation] != class {
+		t.Errorf("Secret %s annotation %s = %q, want %q", s.Name, classAnnotation, s.Annotations[classAnnotation], class)
+	}
+	if got, want := ownerUIDs(s.OwnerReferences), uids(owners...); !slices.Equal(got, want) {
+		t.Errorf("Secret %s is owned by pods %v, want %v", s.Name, got, want)
+	}
+	for _, r := range s.OwnerReferences {
+		if r.Controller != nil && *r.Controller {
+			t.Errorf("Secret %s: owner %s is a controller reference; pods share the Secret", s.Name, r.Name)
+		}
+	}
+}
+
+// newCertificate returns a self-signed certificate and its PKCS#8 key, as
+// PEM and parsed.
+func newCertificate(t *testing.T, host string) (certPEM, keyPEM []byte, cert *x509.Certificate, key crypto.Signer) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: host},
+		DNSNames:     []string{host},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert, err = x509.ParseCertificate(der); err != nil {
+		t.Fatal(err)
+	}
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})
+	return certPEM, keyPEM, cert, k
+}
+
+// checkTLSPair checks that tls.crt holds exactly the certificate and
+// tls.key a private key of the same public key, each parsing on its own.
+func checkTLSPair(t *testing.T, s *corev1.Secret, wantCert *x509.Certificate, wantKey crypto.Signer) {
+	t.Helper()
+	crt, rest := pem.Decode(s.Data[corev1.TLSCertKey])
+	if crt == nil || crt.Type != "CERTIFICATE" || len(bytes.TrimSpace(rest)) != 0 {
+		t.Fatalf("Secret %s %s is not one PEM certificate", s.Name, corev1.TLSCertKey)
+	}
+	cert, err := x509.ParseCertificate(crt.Bytes)
+	if err != nil {
+		t.Fatalf("Secret %s %s: %v", s.Name, corev1.TLSCertKey, err)
+	}
+	if !cert.Equal(wantCert) {
+		t.Errorf("Secret %s %s is not the served certificate (subject %s)", s.Name, corev1.TLSCertKey, cert.Subject)
+	}
+	kb, rest := pem.Decode(s.Data[corev1.TLSPrivateKeyKey])
+	if kb == nil || len(bytes.TrimSpace(rest)) != 0 {
+		t.Fatalf("Secret %s %s is not one PEM block", s.Name, corev1.TLSPrivateKeyKey)
+	}
+	var key any
+	switch kb.Type {
+	case "PRIVATE KEY":
+		key, err = x509.ParsePKCS8PrivateKey(kb.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(kb.Bytes)
+	default:
+		t.Fatalf("Secret %s %s is a %q block, want a private key", s.Name, corev1.TLSPrivateKeyKey, kb.Type)
+	}
+	if err != nil {
+		t.Fatalf("Secret %s %s does not parse: %v", s.Name, corev1.TLSPrivateKeyKey, err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok || !publicKeysEqual(wantKey.Public(), signer.Public()) {
+		t.Errorf("Secret %s %s is not the key of the certificate", s.Name, corev1.TLSPrivateKeyKey)
+	}
+}
+
+func publicKeysEqual(a, b crypto.PublicKey) bool {
+	k, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && k.Equal(b)
+}
+
+// TestSyncRefusesUnmanagedSecret names an existing Secret that keymount did
+// not create in secretObjects: the volume mounts, the Secret is left as it
+// was, and the refusal shows in the SecretsSynced condition and a Warning
+// event.
+func TestSyncRefusesUnmanagedSecret(t *testing.T) {
+	n := startNode(t, nodeOptions{})
+	ns := n.newNamespace(t)
+	theirs, err := n.s.kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken"},
+		StringData: map[string]string{"token": "someone else's"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := []byte("ours-" + randomHex(8))
+	n.writeObject(t, "token", content)
+	spc := n.createClass(t, ns, "grabby", "local", []object{{name: "token"}},
+		&secretsstorev1.SecretObject{SecretName: "taken", Data: []*secretsstorev1.SecretObjectData{{ObjectName: "token", Key: "token"}}})
+	pod := n.createPod(t, ns, "app", secretsVolume{name: "secrets", class: "grabby"})
+	n.mustPublish(t, pod, "secrets")
+
+	if got := readFile(t, n.targetPath(pod, "secrets"), "token"); got != string(content) {
+		t.Errorf("token = %q, want %q: a sync refusal must not fail the mount", got, content)
+	}
+	st := n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, synced: metav1.ConditionFalse,
+		objects: map[string][]byte{"token": content}})
+	if c := condition(st, secretsstorev1.ConditionSecretsSynced); c == nil || c.Reason != "SecretNotManaged" || !strings.Contains(c.Message, "taken") {
+		t.Errorf("condition SecretsSynced = %+v, want reason SecretNotManaged naming the Secret", c)
+	}
+	n.s.waitForEvent(t, pod, corev1.EventTypeWarning, "SecretSyncFailed", `"taken"`)
+	if got := n.s.secret(t, ns, "taken"); got == nil || got.ResourceVersion != theirs.ResourceVersion {
+		t.Errorf("keymount wrote a Secret it did not create: resourceVersion %s, was %s", rvOf(got), theirs.ResourceVersion)
+	}
+	n.mustUnpublish(t, pod, "secrets")
+}
