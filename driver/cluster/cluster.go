@@ -152,7 +152,7 @@ func (c *Cluster) Resolver() class.Resolver { return c.resolver }
 // AfterPublish syncs Secrets, writes the pod status and tells the pod.
 func (c *Cluster) AfterPublish(ctx context.Context, o *driver.Outcome) error {
 	c.events.published(o)
-	if o.First && o.Err != nil {
+	if nothingMounted(o) {
 		return nil
 	}
 	var synced *metav1.Condition
@@ -166,4 +166,10 @@ func (c *Cluster) AfterPublish(ctx context.Context, o *driver.Outcome) error {
 // AfterUnpublish removes the pod status of the volume.
 func (c *Cluster) AfterUnpublish(ctx context.Context, rec *volume.Record) error {
 	return c.status.Delete(ctx, rec)
+}
+
+// nothingMounted is a failed first publish: there is no status to write and
+// nothing to sync, only the event.
+func nothingMounted(o *driver.Outcome) bool {
+	return o.First && o.Err != nil
 }

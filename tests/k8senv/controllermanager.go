@@ -40,7 +40,7 @@ type controllerManager struct {
 
 // startControllerManager starts kube-controller-manager from the owner's
 // thread, waits until its /healthz answers ok and registers its stop.
-func startControllerManager(t testing.TB, owner *processOwner, cfg controllerManagerConfig) *controllerManager {
+func startControllerManager(t testing.TB, owner *processOwner, cfg controllerManagerConfig) {
 	t.Helper()
 	port, err := freePort()
 	if err != nil {
@@ -78,7 +78,6 @@ func startControllerManager(t testing.TB, owner *processOwner, cfg controllerMan
 	if err := m.waitHealthy(ctx, port, filepath.Join(cfg.certDir, "kube-controller-manager.crt")); err != nil {
 		t.Fatalf("k8senv: kube-controller-manager did not start: %v", err)
 	}
-	return m
 }
 
 // waitHealthy polls https://127.0.0.1:port/healthz, trusting the certificate

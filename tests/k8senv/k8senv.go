@@ -19,8 +19,9 @@ const AssetsEnv = "KUBEBUILDER_ASSETS"
 // loopback is the only address anything here listens on.
 const loopback = "127.0.0.1"
 
-// startTimeout bounds the start of each of etcd and kube-apiserver: envtest's
-// default (20s) is short for a 2-core machine that also runs other tests.
+// startTimeout bounds the start of each process (etcd, kube-apiserver,
+// kube-controller-manager): envtest's default (20s) is short for a 2-core
+// machine that also runs other tests.
 const startTimeout = 90 * time.Second
 
 // Options choose what Start runs besides etcd and kube-apiserver.
@@ -47,7 +48,6 @@ type Env struct {
 	Envtest *envtest.Environment
 
 	auditLog string
-	kcm      *controllerManager
 
 	usersMu sync.Mutex // envtest's AddUser is not safe for concurrent use
 }
@@ -119,7 +119,7 @@ func Start(t testing.TB, opts Options) *Env {
 
 	if opts.ControllerManager {
 		kubeconfig, _ := env.KubeconfigFor(t, "system:kube-controller-manager", []string{"system:masters"})
-		env.kcm = startControllerManager(t, owner, controllerManagerConfig{
+		startControllerManager(t, owner, controllerManagerConfig{
 			path:       filepath.Join(assets, "kube-controller-manager"),
 			kubeconfig: kubeconfig,
 			certDir:    mkdir(t, dir, "kube-controller-manager"),

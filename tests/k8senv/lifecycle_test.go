@@ -2,6 +2,8 @@ package k8senv_test
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/keymount/keymount/tests/k8senv"
 )
@@ -87,6 +91,14 @@ func TestHelperHoldsEnvironment(t *testing.T) {
 // environment, as go test's -timeout or a CI job's end would, and proves
 // that etcd, kube-apiserver and kube-controller-manager die with it.
 func TestProcessesDieWithTestBinary(t *testing.T) {
+	// Orphaned by the kill, the helper's children become this process's
+	// children rather than init's, so the test can wait for them (and reap
+	// them: no zombie is left behind).
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsEnvironment$", "-test.count=1")
 	// Killed, the helper cleans nothing up: keep its files in this test's
 	// temporary directory.
@@ -137,15 +149,46 @@ func TestProcessesDieWithTestBinary(t *testing.T) {
 	}
 	_ = cmd.Wait()
 
-	deadline := time.Now().Add(eventually)
-	for _, pid := range children {
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), eventually)
+	defer cancel()
+	reaped := make([]<-chan error, len(children))
+	for i, pid := range children {
+		reaped[i] = reap(pid)
+	}
+	for i, pid := range children {
+		reaped := reaped[i]
+		var err error
+		select {
+		case err = <-reaped:
+		case <-ctx.Done():
+			select {
+			case err = <-reaped:
+			default:
+				t.Errorf("pid %d still runs %s after its test binary was killed", pid, eventually)
+				_ = unix.Kill(pid, unix.SIGKILL)
+				err = <-reaped
+			}
 		}
-		if alive(pid) {
-			t.Errorf("pid %d still runs %s after its test binary was killed", pid, eventually)
+		if err != nil {
+			t.Errorf("waiting for pid %d: %v", pid, err)
 		}
 	}
+}
+
+// reap waits for the orphan pid, now a child of this process, to exit.
+func reap(pid int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		var ws unix.WaitStatus
+		for {
+			_, err := unix.Wait4(pid, &ws, 0, nil)
+			if !errors.Is(err, unix.EINTR) {
+				done <- err
+				return
+			}
+		}
+	}()
+	return done
 }
 
 func parsePIDs(list string) []int {

@@ -57,12 +57,6 @@ func readProc(pid int) (p proc, ppid int, ok bool) {
 	return proc{pid: pid, binary: filepath.Base(exe), zombie: fields[0] == "Z"}, ppid, true
 }
 
-// alive reports whether pid is still a process that is not a zombie.
-func alive(pid int) bool {
-	p, _, ok := readProc(pid)
-	return ok && !p.zombie
-}
-
 // listenAddrs returns the TCP addresses process pid listens on.
 func listenAddrs(t *testing.T, pid int) []net.TCPAddr {
 	t.Helper()
