@@ -54,14 +54,17 @@ PROTOC_VERSION := 3.21.12
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOLANGCI_LINT_VERSION := v2.15.0
+CONTROLLER_GEN_VERSION := v0.23.0
 
 PROTOC_GEN_GO_PKG := google.golang.org/protobuf/cmd/protoc-gen-go
 PROTOC_GEN_GO_GRPC_PKG := google.golang.org/grpc/cmd/protoc-gen-go-grpc
 GOLANGCI_LINT_PKG := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+CONTROLLER_GEN_PKG := sigs.k8s.io/controller-tools/cmd/controller-gen
 
 PROTOC_GEN_GO := $(TOOLS_BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC := $(TOOLS_BIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
 GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 
 # ------------------------------------------------------------ discovered
 
@@ -171,12 +174,20 @@ verify-mod:
 
 # --------------------------------------------------------------- generate
 
-# Each generator is its own generate-<name> target; add new ones (e.g.
-# controller-gen for deepcopy and CRDs) to GENERATORS and to tools-generate.
-GENERATORS := generate-proto
+# Each generator is its own generate-<name> target; add new ones to
+# GENERATORS and to tools-generate.
+GENERATORS := generate-proto generate-api
 
 .PHONY: generate
-generate: $(GENERATORS) ## Regenerate all generated code (protoc today)
+generate: $(GENERATORS) ## Regenerate all generated code: protobuf, API deepcopy, CRDs
+
+# generate-api: deepcopy functions of the API types and the CRD manifests in
+# deploy/crds (controller-gen reads the +kubebuilder markers in apis/).
+.PHONY: generate-api
+generate-api: $(CONTROLLER_GEN)
+	@echo "controller-gen apis/ -> zz_generated.deepcopy.go, deploy/crds"
+	@$(CONTROLLER_GEN) object paths=./apis/...
+	@$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./apis/... output:crd:artifacts:config=deploy/crds
 
 .PHONY: generate-proto
 generate-proto: protoc $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
@@ -196,10 +207,10 @@ generate-proto: protoc $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
 
 .PHONY: tools
 tools: tools-generate $(GOLANGCI_LINT) ## Install the pinned tools (protoc from Debian, the rest into KEYMOUNT_CACHE/bin)
-	@echo "tools: protoc $(PROTOC_VERSION), protoc-gen-go $(PROTOC_GEN_GO_VERSION), protoc-gen-go-grpc $(PROTOC_GEN_GO_GRPC_VERSION), golangci-lint $(GOLANGCI_LINT_VERSION) in $(TOOLS_BIN)"
+	@echo "tools: protoc $(PROTOC_VERSION), protoc-gen-go $(PROTOC_GEN_GO_VERSION), protoc-gen-go-grpc $(PROTOC_GEN_GO_GRPC_VERSION), controller-gen $(CONTROLLER_GEN_VERSION), golangci-lint $(GOLANGCI_LINT_VERSION) in $(TOOLS_BIN)"
 
 .PHONY: tools-generate
-tools-generate: protoc $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
+tools-generate: protoc $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(CONTROLLER_GEN)
 
 # protoc: install Debian's protobuf-compiler when missing, and insist on the
 # pinned version.
@@ -234,6 +245,9 @@ $(PROTOC_GEN_GO_GRPC):
 
 $(GOLANGCI_LINT):
 	$(call go-install,$@,$(GOLANGCI_LINT_PKG),$(GOLANGCI_LINT_VERSION))
+
+$(CONTROLLER_GEN):
+	$(call go-install,$@,$(CONTROLLER_GEN_PKG),$(CONTROLLER_GEN_VERSION))
 
 # ------------------------------------------------------------ demo, image
 
