@@ -1,0 +1,38 @@
+package spec
+
+import "strings"
+
+// arn is an ARN split into its parts:
+// arn:partition:service:region:account-id:resource.
+type arn struct {
+	partition, service, region, account, resource string
+}
+
+// parseARN splits s when it starts with "arn:", as the existing provider
+// decides what is an ARN. isARN is false for a plain name.
+func parseARN(s string) (a arn, isARN bool) {
+	if !strings.HasPrefix(s, "arn:") {
+		return arn{}, false
+	}
+	parts := strings.SplitN(s, ":", 6)
+	if len(parts) < 6 {
+		return arn{}, true
+	}
+	return arn{partition: parts[1], service: parts[2], region: parts[3], account: parts[4], resource: parts[5]}, true
+}
+
+// valid reports whether every part an object ARN needs is present.
+func (a arn) valid() bool {
+	return a.partition != "" && a.service != "" && a.region != "" && a.resource != ""
+}
+
+// objectType is the object type of the ARN's service, "" when neither.
+func (a arn) objectType() ObjectType {
+	switch a.service {
+	case "secretsmanager":
+		return SecretsManager
+	case "ssm":
+		return SSMParameter
+	}
+	return ""
+}
