@@ -1,0 +1,32 @@
+package motoserver_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/keymount/keymount/provider/aws/internal/motoserver"
+)
+
+func TestStartAnswersOnLoopback(t *testing.T) {
+	endpoint := motoserver.Start(t)
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Hostname() != "127.0.0.1" {
+		t.Errorf("endpoint %q is not bound to 127.0.0.1", endpoint)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, endpoint+"/moto-api/", http.NoBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("moto_server does not answer: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /moto-api/ = %d, want 200", resp.StatusCode)
+	}
+}

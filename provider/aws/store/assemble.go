@@ -1,0 +1,85 @@
+package store
+
+import (
+	"encoding/json"
+
+	"github.com/jmespath-community/go-jmespath"
+
+	"github.com/keymount/keymount/provider/aws/spec"
+	"github.com/keymount/keymount/provider/server"
+)
+
+// assemble turns the values into files and versions, in the order of the
+// objects, or returns every object failure at once.
+func assemble(objects []spec.Object, used []item, vals map[item]value, fails map[item]*objectFailure) (*Result, error) {
+	res := &Result{}
+	var errs []ObjectError
+	for i := range objects {
+		o := &objects[i]
+		v, ok := vals[used[i]]
+		if !ok {
+			f := fails[used[i]]
+			if f == nil {
+				f = failure(KindInternal, "not fetched")
+			}
+			errs = append(errs, ObjectError{FileName: o.FileName, Kind: f.kind, Reason: f.reason})
+			continue
+		}
+		files, err := filesOf(o, v)
+		if err != nil {
+			errs = append(errs, ObjectError{FileName: o.FileName, Kind: err.kind, Reason: err.reason})
+			continue
+		}
+		res.Files = append(res.Files, files...)
+		res.Versions = append(res.Versions, server.ObjectVersion{ID: o.FileName, Version: v.version})
+	}
+	if len(errs) > 0 {
+		return nil, &FetchError{Objects: errs}
+	}
+	return res, nil
+}
+
+// filesOf is the object's file plus one file per JMESPath entry.
+func filesOf(o *spec.Object, v value) ([]server.File, *objectFailure) {
+	files := []server.File{{Path: o.FileName, Mode: o.Mode, Contents: v.data}}
+	if len(o.JMESPaths) == 0 {
+		return files, nil
+	}
+	var doc any
+	if err := json.Unmarshal(v.data, &doc); err != nil {
+		return nil, failure(KindInvalid, "jmesPath needs a JSON value, the value is not JSON")
+	}
+	for _, jp := range o.JMESPaths {
+		data, f := extract(doc, jp.Path)
+		if f != nil {
+			return nil, f
+		}
+		mode := jp.Mode
+		if mode == 0 {
+			mode = o.Mode
+		}
+		files = append(files, server.File{Path: jp.Alias, Mode: mode, Contents: data})
+	}
+	return files, nil
+}
+
+// extract evaluates one JMESPath expression: a string result is written as
+// is, any other JSON value marshalled.
+func extract(doc any, path string) ([]byte, *objectFailure) {
+	got, err := jmespath.Search(path, doc)
+	if err != nil {
+		return nil, failure(KindInvalid, "jmesPath %q: invalid expression", path)
+	}
+	switch x := got.(type) {
+	case nil:
+		return nil, failure(KindInvalid, "jmesPath %q: matches nothing", path)
+	case string:
+		return []byte(x), nil
+	default:
+		data, err := json.Marshal(x)
+		if err != nil {
+			return nil, failure(KindInvalid, "jmesPath %q: result is not JSON", path)
+		}
+		return data, nil
+	}
+}

@@ -1,0 +1,43 @@
+// Package store fetches Secrets Manager secrets and SSM parameters for the
+// AWS provider: in batches, through a node-local cache shared by every pod of
+// one AWS identity, with bounded parallelism, the SDK's retries and region
+// failover.
+//
+// # Calls
+//
+// Secrets Manager objects that follow the current value are read with
+// BatchGetSecretValue, 20 names a call. Objects pinned to a version id or a
+// staging label are read with GetSecretValue, one call each. SSM parameters
+// are read with GetParameters, 10 a call, with "name:version" or "name:label"
+// selectors and decryption on. When an identity may not call
+// BatchGetSecretValue (an IAM policy written for the existing provider grants
+// GetSecretValue only), the store falls back to GetSecretValue per secret and
+// remembers that for the identity and region.
+//
+// DescribeSecret is never used: one BatchGetSecretValue returns the values
+// and versions of 20 secrets, the same single call a DescribeSecret costs for
+// one secret, and a provider must return every file on a refresh anyway, so a
+// "nothing changed" answer would not save the fetch.
+//
+// # Cache
+//
+// Every value is cached by (identity, region, type, name, selector) in a
+// bounded LRU (Config.CacheSize entries). A value pinned by version (a
+// Secrets Manager version id or an SSM version number) never changes and is
+// reused until evicted; a "latest" or label value is reused for
+// Config.Freshness, so pods refreshed together share one store call per batch.
+// Concurrent identical batches collapse into one call (singleflight), and the
+// cache is checked again inside the flight, so a whole fleet of pods costs
+// about one call per batch per freshness window. Results are never shared
+// across identities.
+//
+// # Failures
+//
+// Throttling and 5xx answers are retried by the SDK's standard retryer with
+// jittered backoff inside the caller's deadline. When a region still fails
+// with 5xx, throttling or a timeout and the request names a failover region,
+// the failed objects are fetched once, batched again, from the failover
+// region (with their failoverObject names and versions). Per-object failures
+// are aggregated into one [FetchError]; its gRPC code is that of the most
+// permanent failure. No value is ever logged or put into an error.
+package store

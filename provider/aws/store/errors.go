@@ -1,0 +1,235 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/keymount/keymount/provider/server"
+)
+
+// ErrThrottled means the store kept throttling the provider after retries. It maps
+// to ResourceExhausted (see [FetchError.GRPCStatus]).
+var ErrThrottled = errors.New("throttled")
+
+// ErrUnavailable means the store answered 5xx or could not be reached after
+// retries. It maps to Unavailable.
+var ErrUnavailable = errors.New("unavailable")
+
+// Kind classifies why one object could not be fetched.
+type Kind string
+
+// Kinds of object failures, most permanent first.
+const (
+	KindInvalid     Kind = "invalid"
+	KindDenied      Kind = "access denied"
+	KindNotFound    Kind = "not found"
+	KindTimeout     Kind = "timeout"
+	KindCanceled    Kind = "canceled"
+	KindThrottled   Kind = "throttled"
+	KindUnavailable Kind = "unavailable"
+	KindInternal    Kind = "internal"
+)
+
+// kindOrder is the precedence of kinds when one code must describe all
+// failures: a permanent failure wins over a transient one, so kubelet does not
+// retry a mount that cannot succeed as if it were still in progress.
+var kindOrder = []Kind{KindInvalid, KindDenied, KindNotFound, KindTimeout, KindCanceled, KindThrottled, KindUnavailable, KindInternal}
+
+// sentinel is the error a kind wraps for errors.Is.
+func (k Kind) sentinel() error {
+	switch k {
+	case KindInvalid:
+		return server.ErrInvalidParameters
+	case KindDenied:
+		return server.ErrPermissionDenied
+	case KindNotFound:
+		return server.ErrNotFound
+	case KindTimeout:
+		return context.DeadlineExceeded
+	case KindCanceled:
+		return context.Canceled
+	case KindThrottled:
+		return ErrThrottled
+	case KindUnavailable:
+		return ErrUnavailable
+	default:
+		return nil
+	}
+}
+
+func (k Kind) code() codes.Code {
+	switch k {
+	case KindInvalid:
+		return codes.InvalidArgument
+	case KindDenied:
+		return codes.PermissionDenied
+	case KindNotFound:
+		return codes.NotFound
+	case KindTimeout:
+		return codes.DeadlineExceeded
+	case KindCanceled:
+		return codes.Canceled
+	case KindThrottled:
+		return codes.ResourceExhausted
+	case KindUnavailable:
+		return codes.Unavailable
+	default:
+		return codes.Internal
+	}
+}
+
+// ObjectError is why one object (one file) could not be fetched. Reason is
+// short and never holds a secret value.
+type ObjectError struct {
+	FileName string
+	Kind     Kind
+	Reason   string
+}
+
+// FetchError aggregates the per-object failures of one Fetch, one line per
+// object. errors.Is matches the sentinel of every kind present
+// (server.ErrNotFound, server.ErrPermissionDenied, ErrThrottled, ...); the
+// gRPC code is that of the most permanent kind.
+type FetchError struct {
+	Objects []ObjectError
+}
+
+func (e *FetchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d object(s) could not be fetched:", len(e.Objects))
+	for _, o := range e.Objects {
+		fmt.Fprintf(&b, "\n%s: %s: %s", o.FileName, o.Kind, o.Reason)
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel of every kind present.
+func (e *FetchError) Unwrap() []error {
+	var errs []error
+	for _, k := range e.kinds() {
+		if s := k.sentinel(); s != nil {
+			errs = append(errs, s)
+		}
+	}
+	return errs
+}
+
+// Kind is the most permanent kind among the failures.
+func (e *FetchError) Kind() Kind {
+	kinds := e.kinds()
+	if len(kinds) == 0 {
+		return KindInternal
+	}
+	return kinds[0]
+}
+
+// GRPCStatus lets the provider server kit keep the code: ResourceExhausted
+// for throttling, Unavailable for 5xx, and so on.
+func (e *FetchError) GRPCStatus() *status.Status {
+	return status.New(e.Kind().code(), e.Error())
+}
+
+// kinds lists the distinct kinds present, in precedence order.
+func (e *FetchError) kinds() []Kind {
+	var out []Kind
+	for _, k := range kindOrder {
+		if slices.ContainsFunc(e.Objects, func(o ObjectError) bool { return o.Kind == k }) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// objectFailure is the error one fetch step records for its objects.
+type objectFailure struct {
+	kind   Kind
+	reason string
+}
+
+func (f *objectFailure) Error() string { return string(f.kind) + ": " + f.reason }
+
+func failure(kind Kind, format string, args ...any) *objectFailure {
+	return &objectFailure{kind: kind, reason: fmt.Sprintf(format, args...)}
+}
+
+// AWS error codes by kind.
+var (
+	notFoundCodes = []string{"ResourceNotFoundException", "ParameterNotFound", "ParameterVersionNotFound", "InvalidParameters"}
+	deniedCodes   = []string{"AccessDeniedException", "AccessDenied", "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException", "DecryptionFailure", "KMSAccessDeniedException"}
+)
+
+// classify turns an SDK error into a failure. The reason names the AWS error
+// code only: AWS messages may echo request data, never values, but keep them
+// out anyway.
+func classify(ctx context.Context, err error) *objectFailure {
+	var f *objectFailure
+	if errors.As(err, &f) {
+		return f
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return failure(KindTimeout, "deadline exceeded")
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return failure(KindCanceled, "canceled")
+	}
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		if f := codeFailure(apiErr.ErrorCode()); f.kind != KindInternal {
+			if f.kind == KindThrottled {
+				f.reason += " after retries"
+			}
+			return f
+		}
+	}
+	var respErr *awshttp.ResponseError
+	if errors.As(err, &respErr) && respErr.HTTPStatusCode() >= 500 {
+		return failure(KindUnavailable, "HTTP %d after retries", respErr.HTTPStatusCode())
+	}
+	if apiErr != nil {
+		return failure(KindInternal, "%s", apiErr.ErrorCode())
+	}
+	var netErr net.Error
+	var sendErr *smithyhttp.RequestSendError
+	if errors.As(err, &netErr) || errors.As(err, &sendErr) {
+		return failure(KindUnavailable, "store unreachable")
+	}
+	return failure(KindInternal, "unexpected error")
+}
+
+// codeFailure classifies an AWS error code, from an error answer or from
+// the per-secret errors of BatchGetSecretValue.
+func codeFailure(code string) *objectFailure {
+	switch {
+	case slices.Contains(notFoundCodes, code):
+		return failure(KindNotFound, "%s", code)
+	case slices.Contains(deniedCodes, code):
+		return failure(KindDenied, "%s", code)
+	case isThrottleCode(code):
+		return failure(KindThrottled, "%s", code)
+	default:
+		return failure(KindInternal, "%s", code)
+	}
+}
+
+// isThrottleCode uses the SDK's own list of throttling codes.
+func isThrottleCode(code string) bool {
+	_, ok := retry.DefaultThrottleErrorCodes[code]
+	return ok
+}
+
+// failoverWorthy reports whether a batch failure may succeed in another
+// region: the store was unavailable, throttling or too slow.
+func failoverWorthy(f *objectFailure) bool {
+	return f.kind == KindThrottled || f.kind == KindUnavailable || f.kind == KindTimeout
+}

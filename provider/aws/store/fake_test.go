@@ -1,0 +1,182 @@
+package store_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/keymount/keymount/provider/aws/internal/motoserver"
+)
+
+// fakeAWS is an in-process endpoint speaking the AWS JSON 1.1 protocol of
+// Secrets Manager and SSM, for what moto cannot do: throttling, 5xx, slow
+// answers and counting calls. Every secret "s<i>" and parameter "p<i>"
+// exists with value "<name>@<version>" unless listed in missing.
+type fakeAWS struct {
+	url string
+
+	// fault, when set, may answer a call instead of the default handler:
+	// it returns the HTTP status and body, or 0 to fall through.
+	fault func(call fakeCall) (int, any)
+
+	mu      sync.Mutex
+	version map[string]string // name -> current version
+	missing map[string]bool
+	calls   []fakeCall
+	total   atomic.Int64
+}
+
+// fakeCall is one request the fake received.
+type fakeCall struct {
+	Region string
+	Target string // e.g. "secretsmanager.BatchGetSecretValue"
+	Names  []string
+}
+
+var regionRE = regexp.MustCompile(`Credential=[^/]+/[^/]+/([^/]+)/`)
+
+func newFakeAWS(t testing.TB) *fakeAWS {
+	t.Helper()
+	f := &fakeAWS{version: map[string]string{}, missing: map[string]bool{}}
+	srv := httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(srv.Close)
+	f.url = srv.URL
+	return f
+}
+
+func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		SecretIDList []string `json:"SecretIdList"`
+		SecretID     string   `json:"SecretId"`
+		Names        []string
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	call := fakeCall{Target: r.Header.Get("X-Amz-Target")}
+	if m := regionRE.FindStringSubmatch(r.Header.Get("Authorization")); m != nil {
+		call.Region = m[1]
+	}
+	call.Names = append(append([]string{}, body.SecretIDList...), body.Names...)
+	if body.SecretID != "" {
+		call.Names = append(call.Names, body.SecretID)
+	}
+	f.total.Add(1)
+	f.mu.Lock()
+	f.calls = append(f.calls, call)
+	fault := f.fault
+	f.mu.Unlock()
+
+	code, resp := 0, any(nil)
+	if fault != nil {
+		code, resp = fault(call)
+	}
+	if code == 0 {
+		code, resp = f.answer(call)
+	}
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+func (f *fakeAWS) current(name string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v, ok := f.version[name]; ok {
+		return v
+	}
+	return "1"
+}
+
+func (f *fakeAWS) isMissing(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.missing[name]
+}
+
+// set changes the current version of name.
+func (f *fakeAWS) set(name, version string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.version[name] = version
+}
+
+func (f *fakeAWS) answer(call fakeCall) (int, any) {
+	switch call.Target {
+	case "secretsmanager.BatchGetSecretValue":
+		values, errs := []map[string]any{}, []map[string]any{}
+		for _, n := range call.Names {
+			if f.isMissing(n) {
+				errs = append(errs, map[string]any{"SecretId": n, "ErrorCode": "ResourceNotFoundException"})
+				continue
+			}
+			values = append(values, secretJSON(n, f.current(n)))
+		}
+		return http.StatusOK, map[string]any{"SecretValues": values, "Errors": errs}
+	case "secretsmanager.GetSecretValue":
+		n := call.Names[0]
+		if f.isMissing(n) {
+			return apiError("ResourceNotFoundException")
+		}
+		return http.StatusOK, secretJSON(n, f.current(n))
+	case "AmazonSSM.GetParameters":
+		params, invalid := []map[string]any{}, []string{}
+		for _, n := range call.Names {
+			if f.isMissing(n) {
+				invalid = append(invalid, n)
+				continue
+			}
+			v := f.current(n)
+			params = append(params, map[string]any{"Name": n, "Type": "String", "Value": n + "@" + v, "Version": json.Number(v)})
+		}
+		return http.StatusOK, map[string]any{"Parameters": params, "InvalidParameters": invalid}
+	default:
+		return http.StatusBadRequest, map[string]any{"__type": "UnknownOperationException"}
+	}
+}
+
+func secretJSON(name, version string) map[string]any {
+	return map[string]any{
+		"Name": name, "ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:" + name,
+		"VersionId": version, "SecretString": name + "@" + version,
+	}
+}
+
+// apiError is an AWS JSON error answer: 400 with __type, 5xx otherwise.
+func apiError(typ string) (int, any) {
+	code := http.StatusBadRequest
+	if strings.HasPrefix(typ, "5") {
+		_, _ = fmt.Sscan(typ, &code)
+		typ = "InternalServiceError"
+	}
+	return code, map[string]any{"__type": typ, "message": "injected"}
+}
+
+// count is the number of calls received; byTarget counts them per target
+// and region ("AmazonSSM.GetParameters@us-east-1").
+func (f *fakeAWS) count() int { return int(f.total.Load()) }
+
+func (f *fakeAWS) byTarget() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int{}
+	for _, c := range f.calls {
+		out[c.Target+"@"+c.Region]++
+	}
+	return out
+}
+
+func (f *fakeAWS) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = nil
+	f.total.Store(0)
+}
+
+func fakeCreds() aws.CredentialsProvider { return motoserver.Credentials() }

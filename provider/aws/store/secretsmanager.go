@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"github.com/aws/smithy-go"
+)
+
+// secretsAPI is the part of the Secrets Manager client the store uses.
+type secretsAPI interface {
+	BatchGetSecretValue(context.Context, *secretsmanager.BatchGetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.BatchGetSecretValueOutput, error)
+	GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+var _ secretsAPI = (*secretsmanager.Client)(nil)
+
+func smCredentials(creds aws.CredentialsProvider) func(*secretsmanager.Options) {
+	return func(o *secretsmanager.Options) { o.Credentials = creds }
+}
+
+// batchGetSecrets reads the current value of up to 20 secrets in one call.
+// An identity denied BatchGetSecretValue falls back to GetSecretValue per
+// secret (and is remembered, so later batches go straight there).
+func (s *Store) batchGetSecrets(ctx context.Context, req *Request, api secretsAPI, items []item, res *batchResult) error {
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.name
+	}
+	var out *secretsmanager.BatchGetSecretValueOutput
+	err := s.call(ctx, func() (err error) {
+		out, err = api.BatchGetSecretValue(ctx, &secretsmanager.BatchGetSecretValueInput{SecretIdList: ids}, smCredentials(req.Credentials))
+		return err
+	})
+	if isAccessDenied(err) {
+		s.denyBatch(req.Identity, items[0].region)
+		s.getSecrets(ctx, req, api, items, res)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]smtypes.SecretValueEntry, 2*len(out.SecretValues))
+	for _, e := range out.SecretValues {
+		byID[aws.ToString(e.Name)] = e
+		byID[aws.ToString(e.ARN)] = e
+	}
+	failed := make(map[string]string, len(out.Errors))
+	for _, e := range out.Errors {
+		failed[aws.ToString(e.SecretId)] = aws.ToString(e.ErrorCode)
+	}
+	for _, it := range items {
+		if e, ok := byID[it.name]; ok {
+			res.values[it] = secretValue(e.SecretString, e.SecretBinary, e.VersionId)
+		} else if code, ok := failed[it.name]; ok {
+			res.fails[it] = codeFailure(code)
+		}
+	}
+	return nil
+}
+
+// getSecrets reads secrets one call each, in parallel within the bound.
+func (s *Store) getSecrets(ctx context.Context, req *Request, api secretsAPI, items []item, res *batchResult) {
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, it := range items {
+		wg.Go(func() {
+			one := &batchResult{values: make(map[item]value, 1), fails: make(map[item]*objectFailure)}
+			err := s.getSecret(ctx, req, api, it, one)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				res.fails[it] = classify(ctx, err)
+				return
+			}
+			if v, ok := one.values[it]; ok {
+				res.values[it] = v
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// getSecret reads one secret: the current value, a version id or a staging
+// label.
+func (s *Store) getSecret(ctx context.Context, req *Request, api secretsAPI, it item, res *batchResult) error {
+	in := &secretsmanager.GetSecretValueInput{SecretId: aws.String(it.name)}
+	if it.version != "" {
+		in.VersionId = aws.String(it.version)
+	}
+	if it.label != "" {
+		in.VersionStage = aws.String(it.label)
+	}
+	var out *secretsmanager.GetSecretValueOutput
+	err := s.call(ctx, func() (err error) {
+		out, err = api.GetSecretValue(ctx, in, smCredentials(req.Credentials))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	res.values[it] = secretValue(out.SecretString, out.SecretBinary, out.VersionId)
+	return nil
+}
+
+// secretValue keeps a string secret as its bytes and a binary one as is.
+func secretValue(str *string, bin []byte, version *string) value {
+	data := bin
+	if str != nil {
+		data = []byte(*str)
+	}
+	return value{data: data, version: aws.ToString(version)}
+}
+
+func isAccessDenied(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && slices.Contains([]string{"AccessDeniedException", "AccessDenied"}, apiErr.ErrorCode())
+}

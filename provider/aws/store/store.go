@@ -1,0 +1,353 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"golang.org/x/sync/singleflight"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
+
+	"github.com/keymount/keymount/provider/aws/spec"
+	"github.com/keymount/keymount/provider/server"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxParallel = 8
+	DefaultFreshness   = 30 * time.Second
+	DefaultCacheSize   = 4096
+	DefaultMaxAttempts = 5
+	DefaultMaxBackoff  = 2 * time.Second
+
+	// noBatchSize bounds the identities remembered as denied
+	// BatchGetSecretValue; noBatchFor is how long that is remembered.
+	noBatchSize = 1024
+	noBatchFor  = 10 * time.Minute
+)
+
+// Config configures a Store. Zero fields take the defaults.
+type Config struct {
+	// Endpoint is the BaseEndpoint of every client; "" means real AWS.
+	Endpoint string
+	// MaxParallel bounds the store calls in flight across all fetches.
+	MaxParallel int
+	// Freshness is how long a "latest" (or label) value is shared across
+	// pods of one identity.
+	Freshness time.Duration
+	// CacheSize bounds the node-local cache, in entries.
+	CacheSize int
+	// MaxAttempts and MaxBackoff tune the SDK's standard retryer (jittered
+	// exponential backoff, always bounded by the caller's deadline).
+	MaxAttempts int
+	MaxBackoff  time.Duration
+	// HTTPClient sends the requests; nil means the SDK's default.
+	HTTPClient aws.HTTPClient
+	// Clock decides freshness; nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// Store fetches objects for many pods. It is safe for concurrent use.
+type Store struct {
+	cfg     Config
+	retryer aws.Retryer
+	sem     chan struct{}
+	cache   *cache
+	flights singleflight.Group
+
+	// noBatch remembers (identity, region) pairs denied BatchGetSecretValue.
+	noBatch *lru.Cache
+
+	mu      sync.Mutex
+	clients map[string]*regionClients
+}
+
+// regionClients are the SDK clients of one region. Credentials are set per
+// call, so they are shared by every identity.
+type regionClients struct {
+	sm  *secretsmanager.Client
+	ssm *ssm.Client
+}
+
+// New returns a Store with the defaults filled in.
+func New(cfg Config) *Store {
+	if cfg.MaxParallel <= 0 {
+		cfg.MaxParallel = DefaultMaxParallel
+	}
+	if cfg.Freshness <= 0 {
+		cfg.Freshness = DefaultFreshness
+	}
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = DefaultCacheSize
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Store{
+		cfg: cfg,
+		retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = cfg.MaxAttempts
+			o.MaxBackoff = cfg.MaxBackoff
+		}),
+		sem:     make(chan struct{}, cfg.MaxParallel),
+		cache:   newCache(cfg.CacheSize, cfg.Freshness, cfg.Clock),
+		clients: make(map[string]*regionClients),
+		noBatch: lru.New(noBatchSize),
+	}
+}
+
+// Request is what one mount asks for.
+type Request struct {
+	// Identity is the cache key of the AWS identity (e.g. the role ARN).
+	// Results are never shared across identities.
+	Identity string
+	// Credentials sign the calls. Pass a cached provider
+	// (aws.NewCredentialsCache): the store does not wrap it.
+	Credentials aws.CredentialsProvider
+	// Region is the primary region; FailoverRegion ("" for none) is tried
+	// once for objects the primary region could not serve.
+	Region, FailoverRegion string
+	// Objects are the class's objects, validated.
+	Objects []spec.Object
+	// Current maps a file name to the version the pod has mounted. The store
+	// does not need it today: a pinned version is served from the cache
+	// whether or not the pod has it, and a refresh must return every file
+	// anyway (see the package doc on DescribeSecret).
+	Current map[string]string
+}
+
+// Result is what a mount gets: the files and the version of every object.
+type Result struct {
+	Files    []server.File
+	Versions []server.ObjectVersion
+}
+
+func (r *Request) validate() error {
+	switch {
+	case r.Identity == "":
+		return fmt.Errorf("no AWS identity: %w", server.ErrInvalidParameters)
+	case r.Credentials == nil:
+		return fmt.Errorf("no AWS credentials: %w", server.ErrInvalidParameters)
+	case r.Region == "":
+		return fmt.Errorf("no region: %w", server.ErrInvalidParameters)
+	}
+	return nil
+}
+
+// Fetch returns the files of every object, or a *FetchError naming every
+// object that failed.
+func (s *Store) Fetch(ctx context.Context, req *Request) (*Result, error) {
+	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	primary := make([]item, len(req.Objects))
+	for i := range req.Objects {
+		primary[i] = primaryItem(&req.Objects[i], req.Region)
+	}
+
+	pctx, cancel := s.primaryContext(ctx, req.FailoverRegion != "")
+	vals, fails := s.fetchItems(pctx, req, primary)
+	cancel()
+
+	used := primary
+	if req.FailoverRegion != "" {
+		used = s.failover(ctx, req, primary, vals, fails)
+	}
+	return assemble(req.Objects, used, vals, fails)
+}
+
+// primaryContext leaves a third of the deadline for the failover region when
+// there is one: a primary region that hangs must not use all of it.
+func (s *Store) primaryContext(ctx context.Context, failover bool) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !failover || !ok {
+		return context.WithCancel(ctx)
+	}
+	budget := time.Until(deadline) * 2 / 3
+	return context.WithTimeout(ctx, budget)
+}
+
+// failover fetches, once and batched again, every object whose primary fetch
+// failed in a way another region may fix. It returns the item used per object.
+func (s *Store) failover(ctx context.Context, req *Request, primary []item, vals map[item]value, fails map[item]*objectFailure) []item {
+	used := make([]item, len(primary))
+	var retry []item
+	for i, it := range primary {
+		used[i] = it
+		if f, ok := fails[it]; ok && failoverWorthy(f) && ctx.Err() == nil {
+			used[i] = failoverItem(&req.Objects[i], req.FailoverRegion)
+			retry = append(retry, used[i])
+		}
+	}
+	if len(retry) == 0 {
+		return used
+	}
+	fv, ff := s.fetchItems(ctx, req, retry)
+	for it, v := range fv {
+		vals[it] = v
+	}
+	for it, f := range ff {
+		fails[it] = f
+	}
+	return used
+}
+
+// fetchItems returns the value of every item from the cache or the store.
+// Items of one call are all in one region.
+func (s *Store) fetchItems(ctx context.Context, req *Request, items []item) (map[item]value, map[item]*objectFailure) {
+	vals := make(map[item]value, len(items))
+	fails := make(map[item]*objectFailure)
+	var missing []item
+	for _, it := range dedupe(items) {
+		if v, ok := s.cache.get(req.Identity, it); ok {
+			vals[it] = v
+			continue
+		}
+		missing = append(missing, it)
+	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, b := range s.plan(req.Identity, missing) {
+		wg.Go(func() {
+			res := s.runBatch(ctx, req, b)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, it := range b.items {
+				if v, ok := res.values[it]; ok {
+					vals[it] = v
+				} else {
+					fails[it] = res.failureOf(it)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return vals, fails
+}
+
+// batchResult is what one store call (or its cache re-check) produced.
+type batchResult struct {
+	values map[item]value
+	fails  map[item]*objectFailure
+	err    *objectFailure // the whole call failed
+}
+
+func (r *batchResult) failureOf(it item) *objectFailure {
+	if f, ok := r.fails[it]; ok {
+		return f
+	}
+	if r.err != nil {
+		return r.err
+	}
+	return failure(KindInternal, "missing from the store's answer")
+}
+
+// runBatch makes one store call for a batch, collapsing identical concurrent
+// batches of the same identity into one flight. A follower whose leader was
+// canceled while the follower's own context is alive runs the call itself.
+func (s *Store) runBatch(ctx context.Context, req *Request, b batch) *batchResult {
+	key := b.flightKey(req.Identity)
+	for {
+		ch := s.flights.DoChan(key, func() (any, error) {
+			return s.callBatch(ctx, req, b), nil
+		})
+		select {
+		case <-ctx.Done():
+			return &batchResult{err: classify(ctx, ctx.Err())}
+		case r := <-ch:
+			res, _ := r.Val.(*batchResult)
+			if res.err != nil && (res.err.kind == KindCanceled || res.err.kind == KindTimeout) && ctx.Err() == nil && r.Shared {
+				continue
+			}
+			return res
+		}
+	}
+}
+
+// callBatch re-checks the cache (a flight that just ended may have filled
+// it), then calls the store for what is still missing and caches the answers.
+func (s *Store) callBatch(ctx context.Context, req *Request, b batch) *batchResult {
+	res := &batchResult{values: make(map[item]value), fails: make(map[item]*objectFailure)}
+	var todo []item
+	for _, it := range b.items {
+		if v, ok := s.cache.get(req.Identity, it); ok {
+			res.values[it] = v
+		} else {
+			todo = append(todo, it)
+		}
+	}
+	if len(todo) == 0 {
+		return res
+	}
+	clients := s.clientsFor(b.region)
+	var err error
+	switch b.op {
+	case opSecretsBatch:
+		err = s.batchGetSecrets(ctx, req, clients.sm, todo, res)
+	case opSecret:
+		err = s.getSecret(ctx, req, clients.sm, todo[0], res)
+	case opParameters:
+		err = s.getParameters(ctx, req, clients.ssm, todo, res)
+	}
+	if err != nil {
+		res.err = classify(ctx, err)
+	}
+	for it, v := range res.values {
+		s.cache.put(req.Identity, it, v)
+		if !it.pinned() && v.version != "" {
+			// The same value pinned by its version id never changes.
+			pinned := it
+			pinned.version, pinned.label = v.version, ""
+			s.cache.put(req.Identity, pinned, v)
+		}
+	}
+	return res
+}
+
+// call runs one store call within the parallelism bound.
+func (s *Store) call(ctx context.Context, fn func() error) error {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.sem }()
+	return fn()
+}
+
+// clientsFor returns the clients of a region, built once.
+func (s *Store) clientsFor(region string) *regionClients {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.clients[region]; ok {
+		return c
+	}
+	var endpoint *string
+	if s.cfg.Endpoint != "" {
+		endpoint = aws.String(s.cfg.Endpoint)
+	}
+	c := &regionClients{
+		sm: secretsmanager.New(secretsmanager.Options{
+			Region: region, BaseEndpoint: endpoint, HTTPClient: s.cfg.HTTPClient, Retryer: s.retryer,
+		}),
+		ssm: ssm.New(ssm.Options{
+			Region: region, BaseEndpoint: endpoint, HTTPClient: s.cfg.HTTPClient, Retryer: s.retryer,
+		}),
+	}
+	s.clients[region] = c
+	return c
+}
