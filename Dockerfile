@@ -1,7 +1,7 @@
-# keymount image: the three binaries on Debian bookworm-slim.
+# keymount image: the four binaries on Debian bookworm-slim.
 #   make image            (docker build -t keymount:dev .)
 # The DaemonSet (deploy/) runs /usr/local/bin/keymount-driver; the same image
-# also carries keymount-provider-local and the keymount CLI.
+# also carries keymount-provider-local, keymount-provider-aws and the keymount CLI.
 
 ARG GO_VERSION=1.26
 

@@ -1,0 +1,94 @@
+// Command keymount-provider-aws is keymount's AWS provider plugin: it serves
+// Secrets Manager secrets and SSM parameters to the Secrets Store CSI driver
+// over <provider-dir>/<name>.sock, for classes written for the existing AWS
+// provider.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/provider/aws"
+	"github.com/keymount/keymount/provider/aws/identity"
+	"github.com/keymount/keymount/provider/aws/store"
+	"github.com/keymount/keymount/provider/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// config is every flag of the binary.
+type config struct {
+	server     server.Config
+	region     string
+	kubeconfig string
+	endpoint   string
+	stsURL     string
+	freshness  time.Duration
+	saTTL      time.Duration
+}
+
+func main() {
+	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, cfg)
+	stop()
+	if err != nil {
+		klog.ErrorS(err, "keymount-provider-aws stopped")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) *config {
+	cfg := &config{}
+	klog.InitFlags(fs)
+	fs.StringVar(&cfg.server.SocketDir, "provider-dir", "/var/run/secrets-store-csi-providers", "directory of provider sockets the driver searches")
+	fs.StringVar(&cfg.server.Name, "name", "aws", "provider name, as in SecretProviderClass spec.provider")
+	fs.StringVar(&cfg.region, "region", os.Getenv("AWS_REGION"), "region for classes without a region parameter (default $AWS_REGION)")
+	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig for reading service accounts; empty: in-cluster config")
+	fs.StringVar(&cfg.endpoint, "aws-endpoint", "", "base endpoint of Secrets Manager and SSM (testing against a local endpoint); empty: AWS")
+	fs.StringVar(&cfg.stsURL, "sts-endpoint", "", "base endpoint of STS (testing); empty: AWS")
+	fs.DurationVar(&cfg.freshness, "freshness", 30*time.Second, "how long a fetched latest value is shared by the pods of one identity")
+	fs.DurationVar(&cfg.saTTL, "service-account-ttl", 5*time.Minute, "how long a service account's role annotation is cached")
+	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
+	cfg.server.Version = version
+	return cfg
+}
+
+func run(ctx context.Context, cfg *config) error {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load API server config (set --kubeconfig outside a cluster): %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	ids := identity.New(identity.Config{STSEndpoint: cfg.stsURL}, identity.NewKubeServiceAccounts(cs, cfg.saTTL))
+	st := store.New(store.Config{Endpoint: cfg.endpoint, Freshness: cfg.freshness})
+	p, err := aws.New(cfg.region, ids, st)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(cfg.server, p)
+	if err != nil {
+		return err
+	}
+	klog.InfoS("serving", "provider", cfg.server.Name, "socket", srv.SocketPath(), "region", cfg.region, "version", version)
+	if err := srv.Serve(ctx); err != nil {
+		return err
+	}
+	klog.InfoS("stopped", "provider", cfg.server.Name)
+	return nil
+}

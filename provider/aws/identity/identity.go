@@ -1,0 +1,135 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"k8s.io/utils/clock"
+
+	"github.com/keymount/keymount/provider/aws/spec"
+)
+
+// Token audiences the CSIDriver's tokenRequests must include.
+const (
+	AudienceSTS         = "sts.amazonaws.com"
+	AudiencePodIdentity = "pods.eks.amazonaws.com"
+)
+
+// Defaults of Config.
+const (
+	DefaultPodIdentityEndpointIPv4 = "http://169.254.170.23/v1/credentials"
+	DefaultPodIdentityEndpointIPv6 = "http://[fd00:ec2::23]/v1/credentials"
+	DefaultRefresh                 = 5 * time.Minute
+	// defaultHTTPTimeout bounds one request when Config.HTTPClient is nil.
+	defaultHTTPTimeout = 30 * time.Second
+	// globalSTSRegion signs requests to STS when the class names no region.
+	globalSTSRegion = "us-east-1"
+)
+
+// Sentinel errors, wrapped with %w.
+var (
+	// ErrInvalidSpec: the spec lacks the namespace or service account.
+	ErrInvalidSpec = errors.New("invalid identity")
+	// ErrMissingToken: the driver was not given the token for an audience.
+	ErrMissingToken = errors.New("missing service account token")
+	// ErrMissingRoleARN: the service account has no role annotation.
+	ErrMissingRoleARN = errors.New("service account has no IAM role annotation")
+	// ErrAgent: the Pod Identity agent refused or failed the request.
+	ErrAgent = errors.New("eks pod identity agent error")
+)
+
+// Config configures a Resolver. The zero value talks to AWS.
+type Config struct {
+	// STSEndpoint is the BaseEndpoint of STS; "" means AWS.
+	STSEndpoint string
+	// PodIdentityEndpointIPv4 is the agent's IPv4 URL
+	// (default DefaultPodIdentityEndpointIPv4).
+	PodIdentityEndpointIPv4 string
+	// PodIdentityEndpointIPv6 is the agent's IPv6 URL
+	// (default DefaultPodIdentityEndpointIPv6).
+	PodIdentityEndpointIPv6 string
+	// HTTPClient sends STS and agent requests; nil means a client with a
+	// 30-second timeout.
+	HTTPClient *http.Client
+	// Refresh is how long before expiry cached credentials are renewed
+	// (default DefaultRefresh).
+	Refresh time.Duration
+	// Clock decides when cached credentials are stale (default real time).
+	Clock clock.PassiveClock
+}
+
+func (c Config) withDefaults() Config {
+	if c.PodIdentityEndpointIPv4 == "" {
+		c.PodIdentityEndpointIPv4 = DefaultPodIdentityEndpointIPv4
+	}
+	if c.PodIdentityEndpointIPv6 == "" {
+		c.PodIdentityEndpointIPv6 = DefaultPodIdentityEndpointIPv6
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: defaultHTTPTimeout}
+	}
+	if c.Refresh <= 0 {
+		c.Refresh = DefaultRefresh
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	return c
+}
+
+// Resolver resolves a mount's identity to AWS credentials. It is safe for
+// concurrent use; create one per process.
+type Resolver struct {
+	cfg   Config
+	sas   ServiceAccountReader
+	cache *cache
+}
+
+// New returns a Resolver that reads role annotations through sas.
+func New(cfg Config, sas ServiceAccountReader) *Resolver {
+	cfg = cfg.withDefaults()
+	return &Resolver{cfg: cfg, sas: sas, cache: newCache(cfg.Clock, cfg.Refresh)}
+}
+
+// Identity is a resolved identity and its credentials.
+type Identity struct {
+	// Key names the identity: "irsa:<namespace>/<serviceAccount>:<roleARN>"
+	// or "podidentity:<namespace>/<serviceAccount>".
+	Key string
+	// Credentials serves the identity's cached credentials.
+	Credentials aws.CredentialsProvider
+}
+
+// String names the identity without its credentials.
+func (i Identity) String() string {
+	return fmt.Sprintf("identity{key: %s, credentials: %v}", i.Key, i.Credentials)
+}
+
+// GoString keeps %#v from printing the credentials.
+func (i Identity) GoString() string { return i.String() }
+
+// For returns the credentials of the pod described by s: IRSA, or EKS Pod
+// Identity when s.UsePodIdentity is set.
+func (r *Resolver) For(ctx context.Context, s *spec.Spec) (*Identity, error) {
+	if s == nil || s.Namespace == "" || s.ServiceAccount == "" {
+		return nil, fmt.Errorf("%w: the volume context lacks the pod's namespace or service account "+
+			"(is podInfoOnMount set on the CSIDriver?)", ErrInvalidSpec)
+	}
+	if s.UsePodIdentity {
+		return r.podIdentity(ctx, s)
+	}
+	return r.irsa(ctx, s)
+}
+
+// token returns the token for audience, or an error saying how to get one.
+func token(s *spec.Spec, audience string) (string, error) {
+	if t := s.Tokens[audience]; t != "" {
+		return t, nil
+	}
+	return "", fmt.Errorf("%w for audience %q of service account %s/%s: add {audience: %s} to the "+
+		"CSIDriver's spec.tokenRequests", ErrMissingToken, audience, s.Namespace, s.ServiceAccount, audience)
+}

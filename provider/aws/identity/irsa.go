@@ -1,0 +1,134 @@
+package identity
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/aws-sdk-go-v2/service/sts/types"
+
+	"github.com/keymount/keymount/provider/aws/spec"
+)
+
+const (
+	// irsaSource is the Source of IRSA credentials.
+	irsaSource = "keymount-irsa"
+	// maxSessionName is STS's limit on RoleSessionName.
+	maxSessionName = 64
+	// defaultSessionName is used when the pod name leaves too little.
+	defaultSessionName = "keymount"
+)
+
+// invalidSessionChars matches what STS refuses in a RoleSessionName.
+var invalidSessionChars = regexp.MustCompile(`[^\w+=,.@-]`)
+
+// irsa exchanges the pod's sts.amazonaws.com token for the role its service
+// account is annotated with.
+func (r *Resolver) irsa(ctx context.Context, s *spec.Spec) (*Identity, error) {
+	tok, err := token(s, AudienceSTS)
+	if err != nil {
+		return nil, err
+	}
+	roleARN, err := r.sas.RoleARN(ctx, s.Namespace, s.ServiceAccount)
+	if err != nil {
+		return nil, err
+	}
+	// The key includes the service account: a role whose trust policy admits
+	// one service account must not be served from cache to another.
+	key := "irsa:" + s.Namespace + "/" + s.ServiceAccount + ":" + roleARN
+	session := sessionName(s.PodName)
+	creds, err := r.cache.get(ctx, key, func(ctx context.Context) (aws.Credentials, error) {
+		return r.assumeRole(ctx, s.Region, roleARN, session, tok)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Identity{Key: key, Credentials: provider{creds: creds}}, nil
+}
+
+// assumeRole calls STS AssumeRoleWithWebIdentity. Errors never carry tok.
+func (r *Resolver) assumeRole(ctx context.Context, region, roleARN, session, tok string) (aws.Credentials, error) {
+	if region == "" {
+		region = globalSTSRegion
+	}
+	client := sts.New(sts.Options{
+		Region:       region,
+		BaseEndpoint: optional(r.cfg.STSEndpoint),
+		HTTPClient:   r.cfg.HTTPClient,
+	})
+	out, err := client.AssumeRoleWithWebIdentity(ctx, &sts.AssumeRoleWithWebIdentityInput{
+		RoleArn:          aws.String(roleARN),
+		RoleSessionName:  aws.String(session),
+		WebIdentityToken: aws.String(tok),
+	})
+	if err != nil {
+		return aws.Credentials{}, fmt.Errorf("assuming role %s with web identity: %w", roleARN, redact(err, tok))
+	}
+	c := out.Credentials
+	if c == nil || c.AccessKeyId == nil || c.SecretAccessKey == nil || c.Expiration == nil {
+		return aws.Credentials{}, fmt.Errorf("assuming role %s with web identity: STS returned incomplete credentials", roleARN)
+	}
+	return aws.Credentials{
+		AccessKeyID:     *c.AccessKeyId,
+		SecretAccessKey: *c.SecretAccessKey,
+		SessionToken:    aws.ToString(c.SessionToken),
+		Source:          irsaSource,
+		CanExpire:       true,
+		Expires:         *c.Expiration,
+		AccountID:       accountID(out.AssumedRoleUser),
+	}, nil
+}
+
+// sessionName derives a RoleSessionName from the pod name: characters STS
+// refuses become '-', and the result is cut to 64 characters.
+func sessionName(pod string) string {
+	name := invalidSessionChars.ReplaceAllString(pod, "-")
+	if len(name) > maxSessionName {
+		name = name[:maxSessionName]
+	}
+	if len(name) < 2 {
+		return defaultSessionName
+	}
+	return name
+}
+
+// accountID is the account of the assumed role, "" when unknown.
+func accountID(u *types.AssumedRoleUser) string {
+	if u == nil {
+		return ""
+	}
+	a, err := arn.Parse(aws.ToString(u.Arn))
+	if err != nil {
+		return ""
+	}
+	return a.AccountID
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// redactedError hides a secret that an inner error's text may contain. The
+// inner error stays reachable with errors.As, for its API error code.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redact replaces secret in err's text.
+func redact(err error, secret string) error {
+	if secret == "" || !strings.Contains(err.Error(), secret) {
+		return err
+	}
+	return &redactedError{msg: strings.ReplaceAll(err.Error(), secret, "<redacted>"), err: err}
+}

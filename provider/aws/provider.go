@@ -1,0 +1,69 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/keymount/keymount/provider/aws/identity"
+	"github.com/keymount/keymount/provider/aws/spec"
+	"github.com/keymount/keymount/provider/aws/store"
+	"github.com/keymount/keymount/provider/server"
+)
+
+// Identities turns a mount's tokens into AWS credentials.
+// *identity.Resolver implements it.
+type Identities interface {
+	For(ctx context.Context, s *spec.Spec) (*identity.Identity, error)
+}
+
+// Fetcher fetches objects. *store.Store implements it.
+type Fetcher interface {
+	Fetch(ctx context.Context, req *store.Request) (*store.Result, error)
+}
+
+// Provider serves AWS objects behind the provider kit.
+type Provider struct {
+	region     string
+	identities Identities
+	store      Fetcher
+}
+
+var _ server.Provider = (*Provider)(nil)
+
+// New returns the AWS provider. region is the node's region, used for a
+// class without a region parameter; it may be empty.
+func New(region string, ids Identities, st Fetcher) (*Provider, error) {
+	if ids == nil || st == nil {
+		return nil, errors.New("aws provider needs an identity resolver and a store")
+	}
+	return &Provider{region: region, identities: ids, store: st}, nil
+}
+
+// Mount parses the class's parameters once, gets credentials for the pod's
+// identity and fetches every object.
+func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server.MountResult, error) {
+	s, err := spec.Parse(req.Attributes, req.Permission)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
+	}
+	if err := s.SetDefaultRegion(p.region); err != nil {
+		return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
+	}
+	if s.Region == "" {
+		return nil, fmt.Errorf("%w: region is not set: add parameters.region to the class or start the provider with --region", server.ErrInvalidParameters)
+	}
+	id, err := p.identities.For(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.store.Fetch(ctx, &store.Request{
+		Identity: id.Key, Credentials: id.Credentials,
+		Region: s.Region, FailoverRegion: s.FailoverRegion,
+		Objects: s.Objects, Current: req.CurrentVersions,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &server.MountResult{Files: res.Files, Versions: res.Versions}, nil
+}

@@ -1,0 +1,124 @@
+package aws_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/keymount/keymount/provider/aws"
+	"github.com/keymount/keymount/provider/aws/identity"
+	"github.com/keymount/keymount/provider/aws/internal/motoserver"
+	"github.com/keymount/keymount/provider/aws/spec"
+	"github.com/keymount/keymount/provider/aws/store"
+	"github.com/keymount/keymount/provider/server"
+)
+
+const region = "eu-west-1"
+
+// staticIdentity stands in for IRSA: the identity package has its own
+// tests against moto's STS; here the point is the wiring.
+type staticIdentity struct{ calls int }
+
+func (s *staticIdentity) For(context.Context, *spec.Spec) (*identity.Identity, error) {
+	s.calls++
+	return &identity.Identity{Key: "test", Credentials: motoserver.Credentials()}, nil
+}
+
+func seed(t *testing.T, endpoint string) {
+	t.Helper()
+	cfg := awssdk.Config{Region: region, Credentials: motoserver.Credentials(), BaseEndpoint: awssdk.String(endpoint)}
+	sm := secretsmanager.NewFromConfig(cfg)
+	if _, err := sm.CreateSecret(t.Context(), &secretsmanager.CreateSecretInput{
+		Name: awssdk.String("app/db"), SecretString: awssdk.String(`{"username":"app","password":"pw-1"}`),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ssm.NewFromConfig(cfg).PutParameter(t.Context(), &ssm.PutParameterInput{
+		Name: awssdk.String("/app/url"), Value: awssdk.String("https://db.internal"), Type: ssmtypes.ParameterTypeString,
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMountAgainstMoto(t *testing.T) {
+	endpoint := motoserver.Start(t)
+	seed(t, endpoint)
+	ids := &staticIdentity{}
+	p, err := aws.New(region, ids, store.New(store.Config{Endpoint: endpoint}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := `
+- objectName: "app/db"
+  objectType: "secretsmanager"
+  jmesPath:
+    - path: password
+      objectAlias: db-password
+- objectName: "/app/url"
+  objectType: "ssmparameter"
+`
+	res, err := p.Mount(t.Context(), &server.MountRequest{
+		Attributes: map[string]string{"objects": objects, "csi.storage.k8s.io/pod.namespace": "shop"},
+		Permission: 0o644,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range res.Files {
+		got[f.Path] = string(f.Contents)
+	}
+	want := map[string]string{
+		"app_db":      `{"username":"app","password":"pw-1"}`,
+		"db-password": "pw-1",
+		"_app_url":    "https://db.internal",
+	}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("file %q = %q, want %q (files: %v)", name, got[name], v, keys(got))
+		}
+	}
+	if len(res.Versions) != 2 || ids.calls != 1 {
+		t.Errorf("versions = %v, identity calls = %d", res.Versions, ids.calls)
+	}
+}
+
+func TestMountErrors(t *testing.T) {
+	endpoint := motoserver.Start(t)
+	p, err := aws.New("", &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		attrs map[string]string
+		is    error
+		want  string
+	}{
+		{"bad objects", map[string]string{"objects": "- objectName: x\n  objectType: nope\n", "region": region}, server.ErrInvalidParameters, "objectType"},
+		{"no region", map[string]string{"objects": "- objectName: x\n  objectType: secretsmanager\n"}, server.ErrInvalidParameters, "region"},
+		{"missing secret", map[string]string{"objects": "- objectName: nope\n  objectType: secretsmanager\n", "region": region}, server.ErrNotFound, "nope"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := p.Mount(t.Context(), &server.MountRequest{Attributes: tc.attrs, Permission: 0o644})
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %v mentioning %q", err, tc.is, tc.want)
+			}
+		})
+	}
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
