@@ -28,7 +28,7 @@ TEST_FLAGS ?= -race -count=1 -timeout $(TEST_TIMEOUT)
 
 FUZZTIME ?= 30s
 FUZZ ?= .
-BENCH_PKGS ?= ./driver/... ./tests/bench/...
+BENCH_PKGS ?= ./driver/... ./provider/... ./tests/bench/...
 BENCH ?= .
 BENCHTIME ?=
 
