@@ -74,3 +74,20 @@ func (s *Store) batchDenied(identity, region string) bool {
 func (s *Store) denyBatch(identity, region string) {
 	s.noBatch.Add(cacheKey{identity: identity, item: item{region: region}}, s.cfg.Clock.Now())
 }
+
+// describeDenied reports whether identity was recently denied DescribeSecret
+// in region (an IAM policy may grant GetSecretValue only).
+func (s *Store) describeDenied(identity, region string) bool {
+	got, ok := s.noDescribe.Get(cacheKey{identity: identity, item: item{region: region}})
+	if !ok {
+		return false
+	}
+	at, ok := got.(time.Time)
+	return ok && s.cfg.Clock.Since(at) < noBatchFor
+}
+
+// denyDescribe remembers that identity may not call DescribeSecret in
+// region.
+func (s *Store) denyDescribe(identity, region string) {
+	s.noDescribe.Add(cacheKey{identity: identity, item: item{region: region}}, s.cfg.Clock.Now())
+}

@@ -14,10 +14,20 @@
 // GetSecretValue only), the store falls back to GetSecretValue per secret and
 // remembers that for the identity and region.
 //
-// DescribeSecret is never used: one BatchGetSecretValue returns the values
-// and versions of 20 secrets, the same single call a DescribeSecret costs for
-// one secret, and a provider must return every file on a refresh anyway, so a
-// "nothing changed" answer would not save the fetch.
+// On a refresh (Request.Current names the version a pod has mounted),
+// a Secrets Manager object read with GetSecretValue by staging label, or
+// "latest" when the identity may not batch, is first checked with
+// DescribeSecret when its mounted version's value is in the cache: if the
+// label still points at that version id, the cached value is served, with
+// no secret value sent and no KMS decrypt. Otherwise (label moved, version
+// not cached, DescribeSecret failing or denied, secret pending deletion)
+// GetSecretValue reads it as usual. An identity denied DescribeSecret is
+// remembered like one denied batches.
+//
+// Batches skip DescribeSecret: one BatchGetSecretValue returns the values
+// and versions of 20 secrets, while DescribeSecret costs one call per
+// secret, so checking first would only add calls; and a provider must
+// return every file on a refresh anyway.
 //
 // # Cache
 //

@@ -19,7 +19,8 @@ import (
 // fakeAWS is an in-process endpoint speaking the AWS JSON 1.1 protocol of
 // Secrets Manager and SSM, for what moto cannot do: throttling, 5xx, slow
 // answers and counting calls. Every secret "s<i>" and parameter "p<i>"
-// exists with value "<name>@<version>" unless listed in missing.
+// exists with value "<name>@<version>" unless listed in missing; its staging
+// labels AWSCURRENT and "blue" point at the current version.
 type fakeAWS struct {
 	url string
 
@@ -125,6 +126,16 @@ func (f *fakeAWS) answer(call fakeCall) (int, any) {
 			return apiError("ResourceNotFoundException")
 		}
 		return http.StatusOK, secretJSON(n, f.current(n))
+	case "secretsmanager.DescribeSecret":
+		// The staging label "blue" follows the current version in the fake.
+		n := call.Names[0]
+		if f.isMissing(n) {
+			return apiError("ResourceNotFoundException")
+		}
+		return http.StatusOK, map[string]any{
+			"Name": n, "ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:" + n,
+			"VersionIdsToStages": map[string][]string{f.current(n): {"AWSCURRENT", "blue"}},
+		}
 	case "AmazonSSM.GetParameters":
 		params, invalid := []map[string]any{}, []string{}
 		for _, n := range call.Names {

@@ -5,17 +5,24 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/keymount/keymount/provider/aws/spec"
 )
+
+// currentStage is the staging label of a secret's current version.
+const currentStage = "AWSCURRENT"
 
 // secretsAPI is the part of the Secrets Manager client the store uses.
 type secretsAPI interface {
 	BatchGetSecretValue(context.Context, *secretsmanager.BatchGetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.BatchGetSecretValueOutput, error)
 	GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+	DescribeSecret(context.Context, *secretsmanager.DescribeSecretInput, ...func(*secretsmanager.Options)) (*secretsmanager.DescribeSecretOutput, error)
 }
 
 var _ secretsAPI = (*secretsmanager.Client)(nil)
@@ -91,6 +98,10 @@ func (s *Store) getSecrets(ctx context.Context, req *Request, api secretsAPI, it
 // getSecret reads one secret: the current value, a version id or a staging
 // label.
 func (s *Store) getSecret(ctx context.Context, req *Request, api secretsAPI, it item, res *batchResult) error {
+	if v, ok := s.unchanged(ctx, req, api, it); ok {
+		res.values[it] = v
+		return nil
+	}
 	in := &secretsmanager.GetSecretValueInput{SecretId: aws.String(it.name)}
 	if it.version != "" {
 		in.VersionId = aws.String(it.version)
@@ -108,6 +119,59 @@ func (s *Store) getSecret(ctx context.Context, req *Request, api secretsAPI, it 
 	}
 	res.values[it] = secretValue(out.SecretString, out.SecretBinary, out.VersionId)
 	return nil
+}
+
+// unchanged returns the cached value of a label (or, without batches,
+// "latest") item when the version a pod has mounted is cached and
+// DescribeSecret says the item's staging label still points at it. Any
+// doubt (no mounted version, not cached, DescribeSecret failing, a secret
+// pending deletion, the label moved) means false: GetSecretValue decides.
+func (s *Store) unchanged(ctx context.Context, req *Request, api secretsAPI, it item) (value, bool) {
+	if it.pinned() || s.describeDenied(req.Identity, it.region) {
+		return value{}, false
+	}
+	cur, cached, ok := s.mounted(req, it)
+	if !ok {
+		return value{}, false
+	}
+	var out *secretsmanager.DescribeSecretOutput
+	err := s.call(ctx, func() (err error) {
+		out, err = api.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: aws.String(it.name)}, smCredentials(req.Credentials))
+		return err
+	})
+	if isAccessDenied(err) {
+		s.denyDescribe(req.Identity, it.region)
+	}
+	if err != nil || out.DeletedDate != nil {
+		return value{}, false
+	}
+	stage := it.label
+	if stage == "" {
+		stage = currentStage
+	}
+	if !slices.Contains(out.VersionIdsToStages[cur], stage) {
+		return value{}, false
+	}
+	cached.fetchedAt = time.Time{} // fresh again from now on
+	return cached, true
+}
+
+// mounted returns a version id some object of req mapping to it has
+// mounted, per req.Current, whose value is in the cache.
+func (s *Store) mounted(req *Request, it item) (string, value, bool) {
+	for i := range req.Objects {
+		o := &req.Objects[i]
+		cur := req.Current[o.FileName]
+		if cur == "" || o.Type != spec.SecretsManager || (primaryItem(o, it.region) != it && failoverItem(o, it.region) != it) {
+			continue
+		}
+		pinned := it
+		pinned.version, pinned.label = cur, ""
+		if v, ok := s.cache.get(req.Identity, pinned); ok {
+			return cur, v, true
+		}
+	}
+	return "", value{}, false
 }
 
 // secretValue keeps a string secret as its bytes and a binary one as is.

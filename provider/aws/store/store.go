@@ -27,7 +27,8 @@ const (
 	DefaultMaxBackoff  = 2 * time.Second
 
 	// noBatchSize bounds the identities remembered as denied
-	// BatchGetSecretValue; noBatchFor is how long that is remembered.
+	// BatchGetSecretValue (or DescribeSecret); noBatchFor is how long that
+	// is remembered.
 	noBatchSize = 1024
 	noBatchFor  = 10 * time.Minute
 )
@@ -63,6 +64,8 @@ type Store struct {
 
 	// noBatch remembers (identity, region) pairs denied BatchGetSecretValue.
 	noBatch *lru.Cache
+	// noDescribe remembers (identity, region) pairs denied DescribeSecret.
+	noDescribe *lru.Cache
 
 	mu      sync.Mutex
 	clients map[string]*regionClients
@@ -101,10 +104,11 @@ func New(cfg Config) *Store {
 			o.MaxAttempts = cfg.MaxAttempts
 			o.MaxBackoff = cfg.MaxBackoff
 		}),
-		sem:     make(chan struct{}, cfg.MaxParallel),
-		cache:   newCache(cfg.CacheSize, cfg.Freshness, cfg.Clock),
-		clients: make(map[string]*regionClients),
-		noBatch: lru.New(noBatchSize),
+		sem:        make(chan struct{}, cfg.MaxParallel),
+		cache:      newCache(cfg.CacheSize, cfg.Freshness, cfg.Clock),
+		clients:    make(map[string]*regionClients),
+		noBatch:    lru.New(noBatchSize),
+		noDescribe: lru.New(noBatchSize),
 	}
 }
 
@@ -121,10 +125,11 @@ type Request struct {
 	Region, FailoverRegion string
 	// Objects are the class's objects, validated.
 	Objects []spec.Object
-	// Current maps a file name to the version the pod has mounted. The store
-	// does not need it today: a pinned version is served from the cache
-	// whether or not the pod has it, and a refresh must return every file
-	// anyway (see the package doc on DescribeSecret).
+	// Current maps a file name to the version the pod has mounted. For a
+	// Secrets Manager object read with GetSecretValue by staging label (or
+	// "latest" when batches are denied) whose mounted version is cached, a
+	// DescribeSecret confirming the label still points at it replaces the
+	// GetSecretValue (see the package doc).
 	Current map[string]string
 }
 
@@ -216,6 +221,13 @@ func (s *Store) fetchItems(ctx context.Context, req *Request, items []item) (map
 			continue
 		}
 		missing = append(missing, it)
+	}
+	if len(missing) > 0 {
+		// Plan every item, not only the misses: a concurrent flight may be
+		// halfway through filling the cache, and batches built from what
+		// one pod happened to miss would not collapse with the others'.
+		// Each flight re-checks the cache before calling the store.
+		missing = dedupe(items)
 	}
 	var (
 		mu sync.Mutex
