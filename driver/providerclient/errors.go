@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -42,7 +44,8 @@ type ProviderError struct {
 	// Code is the gRPC code of the failed call, or the code derived from
 	// ErrorCode (Internal when ErrorCode names no gRPC code).
 	Code codes.Code
-	// ErrorCode is MountResponse.error.code; empty when the call itself failed.
+	// ErrorCode is MountResponse.error.code, or the contract's Error that a
+	// failed call carried as a status detail; empty when there was none.
 	ErrorCode string
 	// Message is the status message of the failed call, if any.
 	Message string
@@ -121,7 +124,7 @@ func (c *Client) callError(ctx context.Context, provider, method string, err err
 			return &contextError{provider: provider, method: method, err: ctxErr}
 		}
 	}
-	pe := &ProviderError{Provider: provider, Code: knownCode(code), Message: st.Message()}
+	pe := &ProviderError{Provider: provider, Code: knownCode(code), Message: st.Message(), ErrorCode: detailCode(st)}
 	if isRecvTooLarge(st) {
 		pe.Message += fmt.Sprintf("; raise the driver's %s flag (now %d bytes)", maxRecvSizeFlag, c.maxRecvMsgSize)
 	}
@@ -147,4 +150,15 @@ func isRecvTooLarge(st *status.Status) bool {
 	msg := st.Message()
 	return st.Code() == codes.ResourceExhausted &&
 		strings.Contains(msg, "larger than max") && !strings.Contains(msg, "trying to send")
+}
+
+// detailCode returns the error.code a provider attached to a failed call as
+// a status detail (the contract's Error message), or "".
+func detailCode(st *status.Status) string {
+	for _, d := range st.Details() {
+		if e, ok := d.(*v1alpha1.Error); ok {
+			return e.GetCode()
+		}
+	}
+	return ""
 }

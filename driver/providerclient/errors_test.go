@@ -298,3 +298,22 @@ func TestProviderErrorStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestMountErrorCodeDetail: a provider built on keymount's kit sends
+// error.code as a status detail beside the gRPC code; the client keeps both.
+func TestMountErrorCodeDetail(t *testing.T) {
+	err := mountWith(t, Config{}, func(context.Context, *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
+		st, derr := status.New(codes.PermissionDenied, "secret db: AccessDeniedException").WithDetails(&v1alpha1.Error{Code: "AccessDenied"})
+		if derr != nil {
+			return nil, derr
+		}
+		return nil, st.Err()
+	})
+	var pe *ProviderError
+	if !errors.As(err, &pe) || pe.Code != codes.PermissionDenied || pe.ErrorCode != "AccessDenied" {
+		t.Fatalf("err = %#v, want PermissionDenied with error code AccessDenied", err)
+	}
+	if !strings.Contains(err.Error(), "AccessDenied") {
+		t.Errorf("message %q does not name the error code", err.Error())
+	}
+}

@@ -42,8 +42,7 @@ func (s *service) Version(context.Context, *v1alpha1.VersionRequest) (*v1alpha1.
 }
 
 // Mount parses the request, calls the provider and converts the result. On
-// failure it returns a response carrying error.code together with the status
-// error; over gRPC only the status (and its code) reaches the driver.
+// failure it returns the status error with error.code as a detail.
 func (s *service) Mount(ctx context.Context, wire *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
 	req, err := parseRequest(wire)
 	if err != nil {
@@ -60,8 +59,16 @@ func (s *service) Mount(ctx context.Context, wire *v1alpha1.MountRequest) (*v1al
 	return resp, nil
 }
 
+// failed answers a failed mount. gRPC drops a response sent with an error,
+// so error.code also travels as a status detail (the contract's own Error
+// message): drivers that read details get it beside the code and message,
+// older drivers ignore it.
 func failed(st *status.Status) (*v1alpha1.MountResponse, error) {
-	return &v1alpha1.MountResponse{Error: &v1alpha1.Error{Code: st.Code().String()}}, st.Err()
+	e := &v1alpha1.Error{Code: st.Code().String()}
+	if withCode, err := st.WithDetails(e); err == nil {
+		st = withCode
+	}
+	return &v1alpha1.MountResponse{Error: e}, st.Err()
 }
 
 // logFailures logs each failed call once, without the request: attributes,

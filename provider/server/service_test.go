@@ -29,6 +29,11 @@ func TestMountFailureCarriesBoth(t *testing.T) {
 	if got := resp.GetError().GetCode(); got != "NotFound" {
 		t.Errorf("error.code = %q, want NotFound", got)
 	}
+	// gRPC drops the response: error.code also travels as a status detail.
+	details := status.Convert(err).Details()
+	if e, ok := firstDetail(details).(*v1alpha1.Error); !ok || len(details) != 1 || e.GetCode() != "NotFound" {
+		t.Errorf("status details = %v, want [Error{code: NotFound}]", details)
+	}
 
 	resp, err = svc.Mount(t.Context(), &v1alpha1.MountRequest{Attributes: `{`})
 	if got := status.Code(err); got != codes.InvalidArgument {
@@ -89,4 +94,11 @@ func TestFailedMountLogsOnceWithoutSecrets(t *testing.T) {
 			t.Errorf("log leaks %s:\n%s", leak, out)
 		}
 	}
+}
+
+func firstDetail(details []any) any {
+	if len(details) == 0 {
+		return nil
+	}
+	return details[0]
 }
