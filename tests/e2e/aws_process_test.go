@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -23,31 +22,6 @@ const (
 	motoAccessKeyID     = "testing"
 	motoSecretAccessKey = "testing"
 )
-
-// startEnvProcess is startProcess with an explicit environment: the child
-// gets exactly env, nothing inherited.
-func startEnvProcess(name, logPath, binary string, env []string, args ...string) (*process, error) {
-	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = log.Close() }()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	started := make(chan error)
-	forker() <- func() { started <- cmd.Start() }
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	return p, nil
-}
 
 // awsEnv is the environment of the AWS provider and moto_server: fake
 // static credentials, a region, no proxy, no shared config or instance

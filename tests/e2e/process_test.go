@@ -49,14 +49,21 @@ type process struct {
 }
 
 // startProcess starts binary with args, appending its stdout and stderr to
-// logPath.
+// logPath. The child inherits the test's environment.
 func startProcess(name, logPath, binary string, args ...string) (*process, error) {
+	return startEnvProcess(name, logPath, binary, nil, args...)
+}
+
+// startEnvProcess is startProcess with an explicit environment: a non-nil
+// env is exactly what the child gets, nothing inherited.
+func startEnvProcess(name, logPath, binary string, env []string, args ...string) (*process, error) {
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = log.Close() }() // the child has its own descriptor
 	cmd := exec.Command(binary, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	started := make(chan error)
