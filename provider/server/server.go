@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/keymount/keymount/internal/grpcrecover"
+	"github.com/keymount/keymount/internal/unixsocket"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -73,37 +74,39 @@ func (s *Server) SocketPath() string {
 	return filepath.Join(s.cfg.SocketDir, s.cfg.Name+".sock")
 }
 
-// Serve listens on SocketPath, replacing a stale socket left by a previous
-// run, and serves until ctx is done. Then it lets in-flight calls finish for a
-// bounded time and removes the socket.
+// Serve listens on SocketPath and serves until ctx is done. A stale socket
+// left by a previous run is replaced; if another process still serves on
+// SocketPath, Serve fails with an error wrapping unixsocket.ErrInUse and
+// leaves that socket alone. When ctx is done it lets in-flight calls finish
+// for a bounded time and removes its socket, unless a successor has
+// replaced it.
 func (s *Server) Serve(ctx context.Context) (err error) {
 	if s.cfg.SocketDir == "" {
 		return errors.New("socket directory is not set; use ServeListener to serve on a listener of your own")
 	}
 	path := s.SocketPath()
-	if err := removeStaleSocket(path); err != nil {
+	l, err := unixsocket.Listen(path)
+	if err != nil {
 		return err
 	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
+	// gRPC closes l when it stops; this Close reports what that one did
+	// (it removes the socket) and closes l on the early return below.
 	defer func() {
-		if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = errors.Join(err, fmt.Errorf("remove socket: %w", rerr))
+		if cerr := l.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close socket: %w", cerr))
 		}
 	}()
 	if err := os.Chmod(path, socketMode); err != nil {
-		_ = l.Close() // the chmod error is the one to report
 		return fmt.Errorf("set socket mode: %w", err)
 	}
 	return s.ServeListener(ctx, l)
 }
 
 // ServeListener serves on l until ctx is done, then stops gracefully within a
-// bound. It closes l.
+// bound. It closes l. A panic in a call becomes an Internal error for that
+// call and one log line; the server keeps serving.
 func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(logFailures(s.cfg.Name)))
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcrecover.UnaryServerInterceptor(), logFailures(s.cfg.Name)))
 	v1alpha1.RegisterCSIDriverProviderServer(gs, &service{cfg: s.cfg, provider: s.provider})
 
 	served := make(chan error, 1)
@@ -137,22 +140,4 @@ func stopGracefully(gs *grpc.Server, timeout time.Duration) {
 		gs.Stop()
 		<-stopped
 	}
-}
-
-// removeStaleSocket removes a socket file left at path by an earlier run. It
-// refuses to remove anything that is not a socket.
-func removeStaleSocket(path string) error {
-	fi, err := os.Lstat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return fmt.Errorf("check socket path: %w", err)
-	case fi.Mode().Type() != fs.ModeSocket:
-		return fmt.Errorf("%s exists and is not a socket (%v); refusing to replace it", path, fi.Mode().Type())
-	}
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("remove stale socket: %w", err)
-	}
-	return nil
 }

@@ -1,0 +1,215 @@
+package grpcrecover
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+)
+
+const secret = "SECRETVALUE"
+
+// panicky is a health service whose Check panics the way the request's
+// service name asks; Watch always panics.
+type panicky struct {
+	healthpb.UnimplementedHealthServer
+}
+
+func (panicky) Check(_ context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	switch name, _, _ := strings.Cut(req.GetService(), "/"); name {
+	case "string":
+		panic("boom")
+	case "error":
+		panic(errors.New("broken invariant"))
+	case "runtime":
+		counts := []int{}
+		counts[len(name)]++ // index out of range
+	case "nil":
+		panic(nil) //nolint:govet // nilness: the case under test is a panic with nil.
+	case "fails":
+		return nil, status.Error(codes.NotFound, "no such service")
+	}
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+func (panicky) Watch(*healthpb.HealthCheckRequest, healthpb.Health_WatchServer) error {
+	panic("watch boom")
+}
+
+// syncBuffer is a bytes.Buffer safe for klog's writer and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// captureLog sends klog output to a buffer until the test ends.
+func captureLog(t *testing.T) *syncBuffer {
+	t.Helper()
+	var buf syncBuffer
+	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf))))
+	t.Cleanup(klog.ClearLogger)
+	return &buf
+}
+
+// serve runs a real gRPC server with the interceptors on a unix socket and
+// returns a client connected to it.
+func serve(t *testing.T) healthpb.HealthClient {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "h.sock")
+	var lc net.ListenConfig
+	l, err := lc.Listen(t.Context(), "unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(StreamServerInterceptor()),
+	)
+	healthpb.RegisterHealthServer(gs, panicky{})
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(l) }()
+	t.Cleanup(func() {
+		gs.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	conn, err := grpc.NewClient("unix://"+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority("localhost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return healthpb.NewHealthClient(conn)
+}
+
+func TestUnaryServerInterceptor(t *testing.T) {
+	client := serve(t)
+	const method = "/grpc.health.v1.Health/Check"
+	tests := []struct {
+		name      string
+		wantCode  codes.Code
+		wantPanic string // the panic value in the log; "" for no log line
+	}{
+		{"string", codes.Internal, `panic="boom"`},
+		{"error", codes.Internal, `panic="broken invariant"`},
+		{"runtime", codes.Internal, `panic="runtime error: index out of range [7] with length 0"`},
+		{"nil", codes.Internal, `panic="panic called with nil argument`},
+		{"fails", codes.NotFound, ""},
+		{"ok", codes.OK, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			logged := captureLog(t)
+			resp, err := client.Check(t.Context(), &healthpb.HealthCheckRequest{Service: tc.name + "/" + secret})
+			if got := status.Code(err); got != tc.wantCode {
+				t.Fatalf("code = %v, want %v (err %v)", got, tc.wantCode, err)
+			}
+			if tc.wantCode == codes.OK && resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				t.Errorf("status = %v, want SERVING", resp.GetStatus())
+			}
+			log := logged.String()
+			if tc.wantPanic == "" {
+				if log != "" {
+					t.Errorf("logged %q for a call that did not panic", log)
+				}
+				return
+			}
+			want := "internal error in " + method + ": the handler panicked; see the driver/provider log"
+			if got := status.Convert(err).Message(); got != want {
+				t.Errorf("message = %q, want %q", got, want)
+			}
+			assertLoggedOnce(t, log, method, tc.wantPanic)
+		})
+	}
+
+	// The process survived every panic and still serves.
+	if _, err := client.Check(t.Context(), &healthpb.HealthCheckRequest{Service: "ok"}); err != nil {
+		t.Errorf("Check after the panics: %v", err)
+	}
+}
+
+func TestStreamServerInterceptor(t *testing.T) {
+	client := serve(t)
+	logged := captureLog(t)
+	const method = "/grpc.health.v1.Health/Watch"
+
+	stream, err := client.Watch(t.Context(), &healthpb.HealthCheckRequest{Service: secret})
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	_, err = stream.Recv()
+	if got := status.Code(err); got != codes.Internal {
+		t.Fatalf("Recv code = %v, want Internal (err %v)", got, err)
+	}
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, method) {
+		t.Errorf("message %q does not name %s", msg, method)
+	}
+	assertLoggedOnce(t, logged.String(), method, `panic="watch boom"`)
+
+	if _, err := client.Check(t.Context(), &healthpb.HealthCheckRequest{Service: "ok"}); err != nil {
+		t.Errorf("Check after the panic: %v", err)
+	}
+}
+
+// assertLoggedOnce checks that log holds one panic line with the method,
+// the panic value and a stack through the handler, and not the request.
+func assertLoggedOnce(t *testing.T, log, method, wantPanic string) {
+	t.Helper()
+	if n := strings.Count(log, `"grpc handler panicked"`); n != 1 {
+		t.Errorf("panic logged %d times, want once:\n%s", n, log)
+	}
+	for _, want := range []string{`method="` + method + `"`, wantPanic, "stack=", "grpcrecover.panicky."} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, secret) {
+		t.Errorf("log holds the request:\n%s", log)
+	}
+}
+
+func TestTrim(t *testing.T) {
+	tests := []struct {
+		name  string
+		stack string
+		limit int
+		want  string
+	}{
+		{"short", "abc", 5, "abc"},
+		{"exact", "abcde", 5, "abcde"},
+		{"long", "abcdefg", 5, "abcde\n... (stack truncated)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := trim([]byte(tc.stack), tc.limit); got != tc.want {
+				t.Errorf("trim(%q, %d) = %q, want %q", tc.stack, tc.limit, got, tc.want)
+			}
+		})
+	}
+}
