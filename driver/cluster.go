@@ -35,9 +35,21 @@ type Outcome struct {
 
 // Cluster is what the driver tells the Kubernetes API about its volumes:
 // pod statuses, synced Secrets, events. A driver without a cluster (the CLI,
-// the demo) has none. Errors are logged and never fail a publish: the files
-// are what the pod needs, and the next republish retries.
+// the demo) has none.
+//
+// The driver calls it after the volume lock is released, from its own
+// workers, never on kubelet's path: Notify at once for every outcome (it
+// must not block: events are queued), AfterPublish and AfterUnpublish with a
+// deadline of their own, coalesced per volume (the newest outcome wins) and
+// retried with backoff until they succeed or a newer outcome replaces them.
+// Both must therefore be idempotent.
 type Cluster interface {
+	// Notify records events about an outcome; it must not block.
+	Notify(o *Outcome)
+	// AfterPublish writes the pod status and syncs Secrets.
 	AfterPublish(ctx context.Context, o *Outcome) error
+	// AfterUnpublish removes what AfterPublish wrote for the volume.
 	AfterUnpublish(ctx context.Context, rec *volume.Record) error
+	// Synced reports whether the caches the cluster side reads have synced.
+	Synced() bool
 }

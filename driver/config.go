@@ -5,10 +5,28 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/keymount/keymount/driver/targetpath"
 )
 
 // DefaultDriverName is the CSI driver name existing pod volumes use.
 const DefaultDriverName = "secrets-store.csi.k8s.io"
+
+// Defaults of the provider call limits and of the cluster side.
+const (
+	// DefaultProviderConcurrency is how many provider calls run at once.
+	DefaultProviderConcurrency = 16
+	// DefaultProviderInflightBytes bounds the provider responses held at
+	// once: each call reserves the largest response it may receive.
+	DefaultProviderInflightBytes = 64 << 20
+	// DefaultProviderMaxRecvBytes is the largest provider response accepted
+	// (gRPC's default receive limit, as upstream).
+	DefaultProviderMaxRecvBytes = 4 << 20
+	// DefaultReportTimeout is the deadline of one write of the cluster side
+	// (pod status, Secret sync).
+	DefaultReportTimeout = 10 * time.Second
+)
 
 // Config is everything the node plugin is told by its flags.
 type Config struct {
@@ -23,12 +41,26 @@ type Config struct {
 	// ProviderDir is the main provider socket directory; Probe is not ready
 	// until it is readable.
 	ProviderDir string
+	// KubeletRootDir is kubelet's --root-dir: every target path must lie
+	// below it in kubelet's layout. targetpath.DefaultKubeletRoot when empty.
+	KubeletRootDir string
+	// ProviderConcurrency bounds the provider calls (and the writes of
+	// their responses) running at once; DefaultProviderConcurrency when 0.
+	ProviderConcurrency int
+	// ProviderInflightBytes bounds the bytes of provider responses held at
+	// once; each call reserves ProviderMaxRecvBytes of it.
+	// DefaultProviderInflightBytes when 0.
+	ProviderInflightBytes int64
+	// ProviderMaxRecvBytes is the largest provider response the provider
+	// client accepts; DefaultProviderMaxRecvBytes when 0.
+	ProviderMaxRecvBytes int64
+	// ReportTimeout is the deadline of one pod status or Secret sync write;
+	// DefaultReportTimeout when 0.
+	ReportTimeout time.Duration
 }
 
 func (c *Config) validate() error {
-	if c.DriverName == "" {
-		c.DriverName = DefaultDriverName
-	}
+	c.defaults()
 	var errs []error
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("node ID is empty: set --node-id (usually the node name)"))
@@ -36,10 +68,41 @@ func (c *Config) validate() error {
 	if c.ProviderDir == "" || !filepath.IsAbs(c.ProviderDir) {
 		errs = append(errs, fmt.Errorf("provider dir %q must be an absolute path: set --provider-dir", c.ProviderDir))
 	}
+	if !filepath.IsAbs(c.KubeletRootDir) || filepath.Clean(c.KubeletRootDir) != c.KubeletRootDir {
+		errs = append(errs, fmt.Errorf("kubelet root dir %q must be an absolute, clean path: set --kubelet-root-dir", c.KubeletRootDir))
+	}
+	if c.ProviderConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("provider concurrency %d must be at least 1: set --provider-concurrency", c.ProviderConcurrency))
+	}
+	if c.ProviderInflightBytes < c.ProviderMaxRecvBytes {
+		errs = append(errs, fmt.Errorf("provider in-flight bytes %d must be at least the receive limit %d: raise --provider-inflight-bytes",
+			c.ProviderInflightBytes, c.ProviderMaxRecvBytes))
+	}
 	if _, err := socketPath(c.Endpoint); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+func (c *Config) defaults() {
+	if c.DriverName == "" {
+		c.DriverName = DefaultDriverName
+	}
+	if c.KubeletRootDir == "" {
+		c.KubeletRootDir = targetpath.DefaultKubeletRoot
+	}
+	if c.ProviderConcurrency == 0 {
+		c.ProviderConcurrency = DefaultProviderConcurrency
+	}
+	if c.ProviderMaxRecvBytes == 0 {
+		c.ProviderMaxRecvBytes = DefaultProviderMaxRecvBytes
+	}
+	if c.ProviderInflightBytes == 0 {
+		c.ProviderInflightBytes = max(DefaultProviderInflightBytes, c.ProviderMaxRecvBytes)
+	}
+	if c.ReportTimeout <= 0 {
+		c.ReportTimeout = DefaultReportTimeout
+	}
 }
 
 // socketPath returns the filesystem path of a unix endpoint.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -12,6 +15,7 @@ import (
 	"github.com/keymount/keymount/driver/atomicwrite"
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
 )
 
@@ -20,32 +24,75 @@ var (
 	errInvalidRequest = errors.New("invalid request")
 	// errBusy marks a volume with another operation in flight.
 	errBusy = errors.New("operation already in progress")
+	// errConflict marks a request that would change what a published volume
+	// is (target, class, provider, read-only).
+	errConflict = errors.New("volume already published differently")
+	// errTooLarge marks content that can never fit into a volume.
+	errTooLarge = errors.New("volume content too large")
+	// errInvalidProviderFile marks a provider file the driver refuses.
+	errInvalidProviderFile = errors.New("invalid provider file")
 )
+
+// maxMessageLen bounds every error message the driver passes on: in the
+// returned status, logs, events and records. A provider controls its
+// messages, and an unbounded one would be copied everywhere.
+const maxMessageLen = 4 << 10
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errInvalidRequest}, args...)...)
 }
 
+// truncate cuts s to maxMessageLen bytes at a rune boundary and says so.
+func truncate(s string) string {
+	if len(s) <= maxMessageLen {
+		return s
+	}
+	const marker = "... (truncated)"
+	cut := maxMessageLen - len(marker)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + marker
+}
+
+// quoteName quotes a provider file name for a message, bounded.
+func quoteName(name string) string {
+	if len(name) > 256 {
+		return strconv.Quote(name[:256]) + "..."
+	}
+	return strconv.Quote(name)
+}
+
+// fileMode converts a validated provider mode (0 to 0777).
+func fileMode(m int32) os.FileMode {
+	return os.FileMode(uint32(m)) //nolint:gosec // G115: checked to be 0..0777 by the caller.
+}
+
 // toStatus is the one place a Go error becomes a gRPC status. Every error a
-// CSI handler returns goes through it, so none reaches kubelet as Unknown.
+// CSI handler returns goes through it, so none reaches kubelet as Unknown,
+// and no message is longer than maxMessageLen.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
 	if st, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		s := st.GRPCStatus()
-		return status.Error(nonUnknown(s.Code()), s.Message())
+		return status.Error(nonUnknown(s.Code()), truncate(s.Message()))
 	}
-	return status.Error(codeOf(err), err.Error())
+	return status.Error(codeOf(err), truncate(err.Error()))
 }
 
 func codeOf(err error) codes.Code {
 	var perr *providerclient.ProviderError
 	switch {
-	case errors.Is(err, errInvalidRequest):
+	case errors.Is(err, errInvalidRequest), errors.Is(err, errInvalidProviderFile), errors.Is(err, targetpath.ErrSymlink):
 		return codes.InvalidArgument
 	case errors.Is(err, errBusy):
 		return codes.Aborted
+	case errors.Is(err, errConflict), errors.Is(err, volume.ErrTargetInUse):
+		return codes.AlreadyExists
+	case errors.Is(err, errTooLarge), errors.Is(err, atomicwrite.ErrNoSpace):
+		return codes.ResourceExhausted
 	case errors.Is(err, class.ErrNotFound), errors.Is(err, class.ErrInvalid),
 		errors.Is(err, providerclient.ErrInvalidProviderName), errors.Is(err, providerclient.ErrProviderNotFound):
 		return codes.FailedPrecondition

@@ -25,14 +25,21 @@ func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCa
 	return &csi.GetPluginCapabilitiesResponse{}, nil
 }
 
-// Probe is ready once the server serves and the provider directory can be
-// read, so the liveness probe notices a node without its providers mounted.
+// Probe is ready once the server serves, the provider directory can be
+// read and the cluster side's caches have synced. The socket serves before
+// that: unpublish and republish of recorded volumes work while the driver
+// waits for the API server.
 func (s *identityServer) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
-	ready := s.d.serving.Load()
-	if ready {
-		if _, err := os.ReadDir(s.d.cfg.ProviderDir); err != nil {
-			ready = false
-		}
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(s.d.Ready())}, nil
+}
+
+// Ready reports what Probe reports.
+func (d *Driver) Ready() bool {
+	if !d.serving.Load() {
+		return false
 	}
-	return &csi.ProbeResponse{Ready: wrapperspb.Bool(ready)}, nil
+	if _, err := os.Stat(d.cfg.ProviderDir); err != nil {
+		return false
+	}
+	return d.deps.Cluster == nil || d.deps.Cluster.Synced()
 }

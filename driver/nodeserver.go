@@ -59,8 +59,8 @@ func (d *Driver) volumeStats(volumeID, path string) (*csi.NodeGetVolumeStatsResp
 		return nil, err
 	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(v.Target, &st); err != nil {
-		return nil, fmt.Errorf("statfs %s: %w", v.Target, err)
+	if err := unix.Statfs(v.Dir, &st); err != nil {
+		return nil, fmt.Errorf("statfs %s: %w", v.Dir, err)
 	}
 	bsize := st.Bsize
 	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{

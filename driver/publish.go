@@ -2,7 +2,8 @@ package driver
 
 import (
 	"context"
-	"os"
+	"errors"
+	"fmt"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -16,9 +17,10 @@ import (
 // publish runs the publish pipeline. A first publish that fails leaves
 // nothing mounted; a republish that fails keeps the files the pod already
 // has, records the failure and succeeds, because kubelet deletes the mount
-// directory of a volume whose republish fails.
+// directory of a volume whose republish fails. The cluster side hears of
+// the outcome after the volume lock is released, asynchronously.
 func (d *Driver) publish(ctx context.Context, req *csi.NodePublishVolumeRequest) error {
-	p, err := parsePublishRequest(req)
+	p, err := parsePublishRequest(req, d.cfg.KubeletRootDir)
 	if err != nil {
 		return err
 	}
@@ -26,71 +28,106 @@ func (d *Driver) publish(ctx context.Context, req *csi.NodePublishVolumeRequest)
 	if err != nil {
 		return err
 	}
-	defer release()
-
-	v := d.deps.Volumes.Lookup(p.volumeID, p.targetPath)
-	prev, err := v.LoadRecord()
-	if err != nil {
-		return err
+	o, err := d.publishLocked(ctx, p)
+	release()
+	if o != nil {
+		d.reporter.published(o)
 	}
-	o, err := d.refresh(ctx, p, prev)
-	if err != nil && prev == nil {
+	return err
+}
+
+// publishLocked runs the pipeline under the volume lock and returns what the
+// cluster side should hear, nil for nothing.
+func (d *Driver) publishLocked(ctx context.Context, p *publishRequest) (*Outcome, error) {
+	v := d.deps.Volumes.Lookup(p.volumeID)
+	prev, err := d.loadRecord(v, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameVolume(prev, p); err != nil {
+		return nil, err
+	}
+	o, err := d.refresh(ctx, v, p, prev)
+	switch {
+	case err == nil:
+		return o, nil
+	case prev == nil:
 		// Nothing is mounted: the cluster side only tells the pod why.
-		d.report(ctx, &Outcome{
+		return &Outcome{
 			VolumeID: p.volumeID, TargetPath: p.targetPath,
 			PodName: p.podName, PodNamespace: p.podNamespace, PodUID: p.podUID,
 			ClassName: p.className, Class: o.Class, First: true, Err: err,
-		})
-		return err
+		}, err
+	case errors.Is(err, errConflict):
+		return nil, err
 	}
-	if err != nil {
-		o = d.keepAfterFailure(v, p, prev, o.Class, err)
-	}
-	d.report(ctx, o)
-	return nil
+	return d.keepAfterFailure(v, p, prev, o.Class, err), nil
 }
 
-// refresh resolves the class, mounts the volume, calls the provider and
-// writes what it returns. The outcome always carries the class when it
-// could be resolved, also with an error.
-func (d *Driver) refresh(ctx context.Context, p *publishRequest, prev *volume.Record) (*Outcome, error) {
+// refresh resolves the class, calls the provider, writes what it returns and
+// makes sure the target shows the volume. The outcome always carries the
+// class when it could be resolved, also with an error.
+func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishRequest, prev *volume.Record) (*Outcome, error) {
 	o := &Outcome{}
 	spc, err := d.deps.Classes.Resolve(ctx, p.podNamespace, p.className)
 	if err != nil {
 		return o, err
 	}
 	o.Class = spc
+	if prev != nil && prev.Provider != "" && prev.Provider != string(spc.Spec.Provider) {
+		return o, fmt.Errorf("%w: volume %s was mounted by provider %q and its class now names %q: "+
+			"delete and recreate the pod to switch providers", errConflict, p.volumeID, prev.Provider, spc.Spec.Provider)
+	}
 	mreq, err := buildMountRequest(spc, p, currentObjects(prev))
 	if err != nil {
 		return o, err
 	}
-	v, _, err := d.deps.Volumes.Ensure(p.volumeID, p.targetPath, p.readOnly)
-	if err != nil {
-		return o, err
+	if prev == nil {
+		if err := d.mountNew(v, p); err != nil {
+			return o, err
+		}
 	}
 	rec, changed, err := d.fetchAndWrite(ctx, v, spc, p, mreq, prev)
+	if err == nil {
+		// A republish re-binds a target someone unmounted.
+		err = d.deps.Volumes.Bind(v, p.target, p.readOnly)
+	}
 	if err != nil {
 		if prev == nil {
-			d.removeAfterFailure(v)
+			d.removeAfterFailure(v, p)
 		}
 		return o, err
 	}
 	return newOutcome(v, spc, rec, prev == nil, changed, nil), nil
 }
 
+// mountNew mounts a fresh tmpfs for a first publish, after checking that the
+// target is free, so that nothing is fetched for a target that cannot be used.
+func (d *Driver) mountNew(v *volume.Volume, p *publishRequest) error {
+	if err := d.deps.Volumes.CheckTarget(v, p.target); err != nil {
+		return err
+	}
+	return d.deps.Volumes.MountTmpfs(v)
+}
+
+// fetchAndWrite calls the provider and writes its files, holding a provider
+// slot (bounded concurrency and bytes in flight) until the response is
+// written and dropped.
 func (d *Driver) fetchAndWrite(ctx context.Context, v *volume.Volume, spc *secretsstorev1.SecretProviderClass,
 	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record,
 ) (*volume.Record, bool, error) {
+	release, err := d.slots.acquire(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
 	resp, err := d.deps.Providers.Mount(ctx, string(spc.Spec.Provider), mreq)
 	if err != nil {
 		return nil, false, err
 	}
-	changed := false
-	if files := resp.GetFiles(); len(files) > 0 {
-		changed, err = atomicwrite.Write(v.DataDir, toWriterFiles(files))
-		if err != nil {
-			return nil, false, err
-		}
+	changed, err := d.write(v, resp.GetFiles())
+	if err != nil {
+		return nil, false, err
 	}
 	rec := d.newRecord(p, spc, resp, prev, changed)
 	if err := v.SaveRecord(rec); err != nil {
@@ -100,24 +137,36 @@ func (d *Driver) fetchAndWrite(ctx context.Context, v *volume.Volume, spc *secre
 	return rec, changed, nil
 }
 
+// write puts the provider's files into the volume. A write whose swap
+// happened but whose clean-up failed counts as written: the pod sees the new
+// generation, and the next write repairs the rest.
+func (d *Driver) write(v *volume.Volume, files []*v1alpha1.File) (bool, error) {
+	if len(files) == 0 {
+		return false, nil
+	}
+	wf, err := toWriterFiles(files)
+	if err != nil {
+		return false, err
+	}
+	if need, limit := atomicwrite.Need(wf), d.deps.Volumes.SizeBytes(); need > limit {
+		return false, fmt.Errorf("%w: the provider returned %d files that take %d bytes of tmpfs "+
+			"(each file rounded up to whole pages), more than a volume holds (%d): raise the driver's --tmpfs-size",
+			errTooLarge, len(wf), need, limit)
+	}
+	changed, err := atomicwrite.Write(v.DataDir, wf)
+	if err != nil && changed {
+		klog.ErrorS(err, "new volume content is live, cleaning up the old failed; the next write retries", "volumeID", v.ID)
+		return true, nil
+	}
+	return changed, err
+}
+
 func newOutcome(v *volume.Volume, spc *secretsstorev1.SecretProviderClass, rec *volume.Record, first, changed bool, cause error) *Outcome {
 	return &Outcome{
 		VolumeID: rec.VolumeID, TargetPath: rec.TargetPath, DataDir: v.DataDir,
 		PodName: rec.PodName, PodNamespace: rec.PodNamespace, PodUID: rec.PodUID,
 		ClassName: rec.Class, Class: spc, Objects: rec.Objects, First: first, Changed: changed, Err: cause,
 		LastRefresh: rec.LastMount,
-	}
-}
-
-// report hands an outcome to the cluster side. Its failures are logged and
-// retried by the next republish; they never fail the publish.
-func (d *Driver) report(ctx context.Context, o *Outcome) {
-	if d.deps.Cluster == nil {
-		return
-	}
-	if err := d.deps.Cluster.AfterPublish(ctx, o); err != nil {
-		klog.ErrorS(err, "reporting volume to the cluster", "volumeID", o.VolumeID,
-			"pod", klog.KRef(o.PodNamespace, o.PodName))
 	}
 }
 
@@ -135,8 +184,6 @@ func (d *Driver) newRecord(p *publishRequest, spc *secretsstorev1.SecretProvider
 		rec.Objects = append(rec.Objects, volume.Object{ID: o.GetId(), Version: o.GetVersion()})
 	}
 	if prev != nil {
-		// The bind mount keeps the mode of the first publish.
-		rec.ReadOnly = prev.ReadOnly
 		rec.Generation = prev.Generation
 		rec.LastChange = prev.LastChange
 		if changed {
@@ -152,7 +199,7 @@ func (d *Driver) keepAfterFailure(v *volume.Volume, p *publishRequest, prev *vol
 ) *Outcome {
 	klog.ErrorS(cause, "refresh failed, keeping the mounted files", "volumeID", p.volumeID,
 		"pod", klog.KRef(p.podNamespace, p.podName), "spc", p.className)
-	prev.LastError = cause.Error()
+	prev.LastError = truncate(cause.Error())
 	prev.LastErrorTime = d.deps.Clock.Now()
 	if err := v.SaveRecord(prev); err != nil {
 		klog.ErrorS(err, "recording refresh failure", "volumeID", p.volumeID)
@@ -160,9 +207,12 @@ func (d *Driver) keepAfterFailure(v *volume.Volume, p *publishRequest, prev *vol
 	return newOutcome(v, spc, prev, false, false, cause)
 }
 
-func (d *Driver) removeAfterFailure(v *volume.Volume) {
-	if err := d.deps.Volumes.Remove(v.ID, v.Target); err != nil {
-		klog.ErrorS(err, "cleaning up after failed first publish", "volumeID", v.ID, "targetPath", v.Target)
+func (d *Driver) removeAfterFailure(v *volume.Volume, p *publishRequest) {
+	if _, err := d.deps.Volumes.Unbind(v, p.target); err != nil {
+		klog.ErrorS(err, "cleaning up after failed first publish", "volumeID", v.ID, "targetPath", p.targetPath)
+	}
+	if err := d.deps.Volumes.RemoveTmpfs(v); err != nil {
+		klog.ErrorS(err, "cleaning up after failed first publish", "volumeID", v.ID, "dir", v.Dir)
 	}
 }
 
@@ -173,12 +223,19 @@ func currentObjects(r *volume.Record) []volume.Object {
 	return r.Objects
 }
 
-func toWriterFiles(files []*v1alpha1.File) []atomicwrite.File {
+// toWriterFiles converts the provider's files. A mode that is negative or has
+// bits outside 0777 is refused, never masked into something wider.
+func toWriterFiles(files []*v1alpha1.File) ([]atomicwrite.File, error) {
 	out := make([]atomicwrite.File, len(files))
 	for i, f := range files {
-		out[i] = atomicwrite.File{Path: f.GetPath(), Mode: os.FileMode(f.GetMode()) & os.ModePerm, Contents: f.GetContents()} //nolint:gosec // G115: only the permission bits are kept.
+		m := f.GetMode()
+		if m < 0 || m > 0o777 {
+			return nil, fmt.Errorf("%w: file %s has mode %d (%#o): a mode must be permission bits 0 to 0777",
+				errInvalidProviderFile, quoteName(f.GetPath()), m, m)
+		}
+		out[i] = atomicwrite.File{Path: f.GetPath(), Mode: fileMode(m), Contents: f.GetContents()}
 	}
-	return out
+	return out, nil
 }
 
 func logPublished(p *publishRequest, spc *secretsstorev1.SecretProviderClass, rec *volume.Record, first, changed bool) {

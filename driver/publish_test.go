@@ -52,12 +52,12 @@ func newTestNode(t *testing.T) *testNode {
 	if err := os.WriteFile(classFile, []byte(spc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	vols, err := volume.NewManager(filepath.Join(base, "state"), 1<<20, mount.New(""))
+	vols, err := volume.NewManager(filepath.Join(base, "state"), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &scriptedProvider{}
-	d, err := New(Config{NodeID: "n", Endpoint: "unix:///unused.sock", ProviderDir: base},
+	d, err := New(Config{NodeID: "n", Endpoint: "unix:///unused.sock", ProviderDir: base, KubeletRootDir: base},
 		Deps{Classes: &class.FileResolver{Paths: []string{classFile}}, Providers: p, Volumes: vols})
 	if err != nil {
 		t.Fatal(err)
@@ -82,11 +82,17 @@ func detachUnder(t *testing.T, dir string) {
 	}
 }
 
+// target is kubelet's target path of volume name of the test pod "uid".
+func (n *testNode) target(name string) string {
+	return filepath.Join(n.base, "pods", "uid", "volumes", "kubernetes.io~csi", name, "mount")
+}
+
 func (n *testNode) publish(t *testing.T, target string) error {
 	t.Helper()
 	req := validRequest()
 	req.TargetPath = target
 	req.VolumeContext[AttrClass] = "app"
+	req.VolumeId = "csi-" + filepath.Base(filepath.Dir(target))
 	_, err := n.srv.NodePublishVolume(t.Context(), req)
 	return err
 }
@@ -113,7 +119,7 @@ func TestPublishRejectsAbusivePaths(t *testing.T) {
 			{Path: "good", Mode: 0o644, Contents: []byte("ok")},
 			{Path: bad, Mode: 0o644, Contents: []byte("evil")},
 		}
-		target := filepath.Join(n.base, "pods", "uid", "volumes", "kubernetes.io~csi", "v"+string(rune('a'+i%26)), "mount")
+		target := n.target("v" + string(rune('a'+i%26)))
 		err := n.publish(t, target)
 		if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), "invalid file path") {
 			t.Errorf("path %q: err = %v, want Internal naming the invalid path", bad, err)
@@ -130,7 +136,7 @@ func TestPublishRejectsAbusivePaths(t *testing.T) {
 // refresh leaves the pod's files untouched and answers OK.
 func TestRepublishWithAbusivePathKeepsFiles(t *testing.T) {
 	n := newTestNode(t)
-	target := filepath.Join(n.base, "target")
+	target := n.target("secrets")
 	n.provider.files = []*v1alpha1.File{{Path: "good", Mode: 0o644, Contents: []byte("v1")}}
 	if err := n.publish(t, target); err != nil {
 		t.Fatal(err)
@@ -145,7 +151,7 @@ func TestRepublishWithAbusivePathKeepsFiles(t *testing.T) {
 		}
 		assertNothingUnder(t, n.outside)
 	}
-	rec, err := n.srv.d.deps.Volumes.Lookup(validRequest().VolumeId, target).LoadRecord()
+	rec, err := n.srv.d.deps.Volumes.Lookup("csi-secrets").LoadRecord()
 	if err != nil || !strings.Contains(rec.LastError, "invalid file path") {
 		t.Fatalf("record = %+v, %v; want the last failure recorded", rec, err)
 	}

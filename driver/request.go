@@ -3,12 +3,12 @@ package driver
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strconv"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
@@ -31,6 +31,7 @@ const defaultFileMode = 0o644
 type publishRequest struct {
 	volumeID       string
 	targetPath     string
+	target         *targetpath.Target
 	readOnly       bool
 	className      string
 	podName        string
@@ -42,21 +43,23 @@ type publishRequest struct {
 }
 
 // parsePublishRequest checks a request before anything is touched. Errors
-// name the field and the fix.
-func parsePublishRequest(req *csi.NodePublishVolumeRequest) (*publishRequest, error) {
+// name the field and the fix. The target path must be the one kubelet gives
+// the pod's CSI volume below kubeletRoot.
+func parsePublishRequest(req *csi.NodePublishVolumeRequest, kubeletRoot string) (*publishRequest, error) {
 	switch {
 	case req.GetVolumeId() == "":
 		return nil, invalidf("volume ID is empty")
 	case req.GetTargetPath() == "":
 		return nil, invalidf("target path is empty")
-	case !filepath.IsAbs(req.GetTargetPath()) || filepath.Clean(req.GetTargetPath()) != req.GetTargetPath():
-		return nil, invalidf("target path %q must be an absolute, clean path", req.GetTargetPath())
 	case req.GetVolumeCapability() == nil:
 		return nil, invalidf("volume capability is missing")
 	case req.GetVolumeCapability().GetBlock() != nil:
 		return nil, invalidf("block access is not supported: secrets volumes are filesystem volumes")
 	case req.GetVolumeCapability().GetMount() == nil:
 		return nil, invalidf("volume capability must ask for mount access")
+	case !req.GetReadonly():
+		return nil, invalidf("the pod volume is not read-only: set readOnly: true in the pod's csi volume; " +
+			"secrets volumes are read-only, as with the upstream driver")
 	}
 	vc := req.GetVolumeContext()
 	p := &publishRequest{
@@ -74,9 +77,15 @@ func parsePublishRequest(req *csi.NodePublishVolumeRequest) (*publishRequest, er
 	switch {
 	case p.className == "":
 		return nil, invalidf("volume attribute %s is missing: set volumeAttributes.%s in the pod's csi volume", AttrClass, AttrClass)
-	case p.podName == "" || p.podNamespace == "":
-		return nil, invalidf("volume context lacks %s and %s: set podInfoOnMount: true in the CSIDriver object", AttrPodName, AttrPodNamespace)
+	case p.podName == "" || p.podNamespace == "" || p.podUID == "":
+		return nil, invalidf("volume context lacks %s, %s or %s: set podInfoOnMount: true in the CSIDriver object",
+			AttrPodName, AttrPodNamespace, AttrPodUID)
 	}
+	t, err := targetpath.Parse(kubeletRoot, p.targetPath, p.podUID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errInvalidRequest, err)
+	}
+	p.target = t
 	return p, nil
 }
 

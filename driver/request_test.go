@@ -22,6 +22,9 @@ func mountCap() *csi.VolumeCapability {
 	}
 }
 
+// testKubeletRoot is the kubelet root of the request tests.
+const testKubeletRoot = "/var/lib/kubelet"
+
 func validRequest() *csi.NodePublishVolumeRequest {
 	return &csi.NodePublishVolumeRequest{
 		VolumeId:         "csi-abc",
@@ -46,8 +49,32 @@ func TestParsePublishRequest(t *testing.T) {
 		{"valid", func(*csi.NodePublishVolumeRequest) {}, ""},
 		{"no volume id", func(r *csi.NodePublishVolumeRequest) { r.VolumeId = "" }, "volume ID is empty"},
 		{"no target", func(r *csi.NodePublishVolumeRequest) { r.TargetPath = "" }, "target path is empty"},
-		{"relative target", func(r *csi.NodePublishVolumeRequest) { r.TargetPath = "pods/x" }, "absolute, clean"},
-		{"unclean target", func(r *csi.NodePublishVolumeRequest) { r.TargetPath = "/a/../b" }, "absolute, clean"},
+		{"relative target", func(r *csi.NodePublishVolumeRequest) { r.TargetPath = "pods/x" }, "invalid target path"},
+		{"unclean target", func(r *csi.NodePublishVolumeRequest) {
+			r.TargetPath = "/var/lib/kubelet/pods/uid/volumes/kubernetes.io~csi/secrets/../x/mount"
+		}, "invalid target path"},
+		{"target outside kubelet", func(r *csi.NodePublishVolumeRequest) { r.TargetPath = "/etc/secrets/mount" }, "invalid target path"},
+		{"target of another pod", func(r *csi.NodePublishVolumeRequest) {
+			r.TargetPath = "/var/lib/kubelet/pods/other/volumes/kubernetes.io~csi/secrets/mount"
+		}, "invalid target path"},
+		{"target not mount", func(r *csi.NodePublishVolumeRequest) {
+			r.TargetPath = "/var/lib/kubelet/pods/uid/volumes/kubernetes.io~csi/secrets/data"
+		}, "invalid target path"},
+		{"target too deep", func(r *csi.NodePublishVolumeRequest) {
+			r.TargetPath = "/var/lib/kubelet/pods/uid/volumes/kubernetes.io~csi/a/b/mount"
+		}, "invalid target path"},
+		{"target of another plugin", func(r *csi.NodePublishVolumeRequest) {
+			r.TargetPath = "/var/lib/kubelet/pods/uid/volumes/kubernetes.io~secret/secrets/mount"
+		}, "invalid target path"},
+		{"pod uid with a slash", func(r *csi.NodePublishVolumeRequest) {
+			r.VolumeContext[AttrPodUID] = "uid/volumes"
+		}, "invalid target path"},
+		{"pod uid dot-dot", func(r *csi.NodePublishVolumeRequest) {
+			r.VolumeContext[AttrPodUID] = ".."
+			r.TargetPath = "/var/lib/kubelet/pods/../volumes/kubernetes.io~csi/secrets/mount"
+		}, "invalid target path"},
+		{"read-write", func(r *csi.NodePublishVolumeRequest) { r.Readonly = false }, "readOnly: true"},
+		{"no pod uid", func(r *csi.NodePublishVolumeRequest) { delete(r.VolumeContext, AttrPodUID) }, "podInfoOnMount"},
 		{"no capability", func(r *csi.NodePublishVolumeRequest) { r.VolumeCapability = nil }, "capability is missing"},
 		{"block", func(r *csi.NodePublishVolumeRequest) {
 			r.VolumeCapability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
@@ -60,7 +87,7 @@ func TestParsePublishRequest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := validRequest()
 			tc.mutate(req)
-			p, err := parsePublishRequest(req)
+			p, err := parsePublishRequest(req, testKubeletRoot)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -84,7 +111,7 @@ func TestBuildMountRequest(t *testing.T) {
 	}}
 	req := validRequest()
 	req.Secrets = map[string]string{"username": "u", AttrTokens: `{"sts.amazonaws.com":{"token":"t"}}`}
-	p, err := parsePublishRequest(req)
+	p, err := parsePublishRequest(req, testKubeletRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +150,7 @@ func TestBuildMountRequest(t *testing.T) {
 }
 
 func TestBuildMountRequestEmptySecrets(t *testing.T) {
-	p, err := parsePublishRequest(validRequest())
+	p, err := parsePublishRequest(validRequest(), testKubeletRoot)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -14,11 +12,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
-	mount "k8s.io/mount-utils"
 	"k8s.io/utils/clock"
 
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/grpcrecover"
+	"github.com/keymount/keymount/internal/unixsocket"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -40,10 +39,12 @@ type Deps struct {
 
 // Driver is the CSI node plugin.
 type Driver struct {
-	cfg     Config
-	deps    Deps
-	serving atomic.Bool
-	locks   volumeLocks
+	cfg      Config
+	deps     Deps
+	serving  atomic.Bool
+	locks    volumeLocks
+	slots    *slots
+	reporter *reporter
 }
 
 // New validates cfg and returns a Driver.
@@ -57,42 +58,50 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}
-	return &Driver{cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}}}, nil
+	return &Driver{
+		cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}},
+		slots: newSlots(cfg), reporter: newReporter(deps.Cluster, cfg.ReportTimeout),
+	}, nil
 }
 
 // NewVolumeManager is a convenience for callers wiring a real node.
 func NewVolumeManager(stateDir string, sizeBytes int64) (*volume.Manager, error) {
-	return volume.NewManager(stateDir, sizeBytes, mount.New(""))
+	return volume.NewManager(stateDir, sizeBytes)
 }
 
-// Run listens on the configured endpoint and serves until ctx is done.
+// Run removes the volumes no target shows any more, then listens on the
+// configured endpoint and serves until ctx is done. A socket another
+// instance still serves on is never removed: Run fails instead.
 func (d *Driver) Run(ctx context.Context) error {
 	path, err := socketPath(d.cfg.Endpoint)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return fmt.Errorf("create socket dir: %w", err)
-	}
-	if err := removeStaleSocket(path); err != nil {
+	l, err := unixsocket.Listen(path)
+	if err != nil {
 		return err
 	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", path, err)
+	if n, err := d.deps.Volumes.RemoveOrphans(); err != nil {
+		klog.ErrorS(err, "removing volumes no target shows", "removed", n)
+	} else if n > 0 {
+		klog.InfoS("removed volumes no target shows", "removed", n)
 	}
-	defer func() { _ = os.Remove(path) }()
 	return d.Serve(ctx, l)
 }
 
-// Serve serves the Identity and Node services on l until ctx is done.
+// Serve serves the Identity and Node services on l until ctx is done, and
+// writes the cluster side of publishes in the background.
 func (d *Driver) Serve(ctx context.Context, l net.Listener) error {
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(logFailures))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcrecover.UnaryServerInterceptor(), logFailures))
 	csi.RegisterIdentityServer(srv, &identityServer{d: d})
 	csi.RegisterNodeServer(srv, &nodeServer{d: d})
 
 	errCh := make(chan error, 1)
 	go func() { errCh <- srv.Serve(l) }()
+	reportCtx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
+	reported := make(chan struct{})
+	go func() { d.reporter.run(reportCtx); close(reported) }()
+	defer func() { stopReports(); <-reported }()
 	d.serving.Store(true)
 	klog.InfoS("serving CSI", "driver", d.cfg.DriverName, "endpoint", l.Addr().String(), "node", d.cfg.NodeID)
 	select {
@@ -108,23 +117,6 @@ func (d *Driver) Serve(ctx context.Context, l net.Listener) error {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
 		srv.Stop()
-	}
-	return nil
-}
-
-func removeStaleSocket(path string) error {
-	info, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("check socket %s: %w", path, err)
-	}
-	if info.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("endpoint %s exists and is not a socket: remove it or choose another --endpoint", path)
-	}
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("remove stale socket: %w", err)
 	}
 	return nil
 }

@@ -5,12 +5,19 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/driver/targetpath"
+	"github.com/keymount/keymount/driver/volume"
 )
 
-// unpublish unmounts the target and the volume's tmpfs and removes both
-// directories. It needs only the volume ID and target path, so it works
-// after a driver restart, and succeeds for a volume already gone.
-func (d *Driver) unpublish(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) error {
+// unpublish unmounts the target and removes the volume's tmpfs, but only
+// what the driver itself published for this volume ID at this target: the
+// volume's record names the target, or (without a readable record) the
+// target shows the volume's tmpfs. Any other path is left untouched and the
+// call succeeds, saying so in the log. It needs only the volume ID and the
+// target path, so it works after a driver restart, and succeeds for a
+// volume already gone.
+func (d *Driver) unpublish(_ context.Context, req *csi.NodeUnpublishVolumeRequest) error {
 	switch {
 	case req.GetVolumeId() == "":
 		return invalidf("volume ID is empty")
@@ -21,20 +28,57 @@ func (d *Driver) unpublish(ctx context.Context, req *csi.NodeUnpublishVolumeRequ
 	if err != nil {
 		return err
 	}
-	defer release()
-	rec, err := d.deps.Volumes.Lookup(req.GetVolumeId(), req.GetTargetPath()).LoadRecord()
+	rec, err := d.unpublishLocked(req.GetVolumeId(), req.GetTargetPath())
+	release()
+	if err == nil {
+		d.reporter.unpublished(rec)
+	}
+	return err
+}
+
+func (d *Driver) unpublishLocked(volumeID, targetPath string) (*volume.Record, error) {
+	v := d.deps.Volumes.Lookup(volumeID)
+	rec, recErr := v.LoadRecord()
+	if recErr != nil {
+		klog.ErrorS(recErr, "volume record unreadable; unpublishing from what is mounted", "volumeID", volumeID)
+		rec = nil
+	}
+	if rec != nil && rec.TargetPath != targetPath {
+		klog.InfoS("not unpublishing: the volume is published at another target; nothing touched",
+			"volumeID", volumeID, "targetPath", targetPath, "publishedAt", rec.TargetPath)
+		return nil, nil
+	}
+	t, err := targetpath.Parse(d.cfg.KubeletRootDir, targetPath, podUIDOf(rec, d.cfg.KubeletRootDir, targetPath))
 	if err != nil {
-		klog.ErrorS(err, "reading volume record before unpublish", "volumeID", req.GetVolumeId())
+		klog.InfoS("not unpublishing: the target path is not a kubelet target path; nothing touched",
+			"volumeID", volumeID, "targetPath", targetPath, "err", err)
+		return nil, nil
 	}
-	if err := d.deps.Volumes.Remove(req.GetVolumeId(), req.GetTargetPath()); err != nil {
-		return err
+	unbound, err := d.deps.Volumes.Unbind(v, t)
+	if err != nil {
+		return nil, err
 	}
-	klog.InfoS("volume unpublished", "volumeID", req.GetVolumeId(), "targetPath", req.GetTargetPath())
-	if rec != nil && d.deps.Cluster != nil {
-		if err := d.deps.Cluster.AfterUnpublish(ctx, rec); err != nil {
-			klog.ErrorS(err, "reporting unpublished volume to the cluster", "volumeID", rec.VolumeID,
-				"pod", klog.KRef(rec.PodNamespace, rec.PodName))
-		}
+	if !unbound && rec == nil {
+		// Without a record and without the target showing the volume,
+		// nothing says the target is ours: leave it, and the tmpfs, which
+		// the start-up clean-up removes once no target shows it.
+		klog.InfoS("not unpublishing: the target does not show a volume of this driver; nothing touched",
+			"volumeID", volumeID, "targetPath", targetPath)
+		return nil, nil
 	}
-	return nil
+	if err := d.deps.Volumes.RemoveTmpfs(v); err != nil {
+		return nil, err
+	}
+	klog.InfoS("volume unpublished", "volumeID", volumeID, "targetPath", targetPath)
+	return rec, nil
+}
+
+// podUIDOf is the pod UID the target path must carry: the recorded one, or
+// the one in the path itself when there is no record (the shape is still
+// checked).
+func podUIDOf(rec *volume.Record, root, target string) string {
+	if rec != nil && rec.PodUID != "" {
+		return rec.PodUID
+	}
+	return targetpath.PodUIDOf(root, target)
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -22,6 +24,7 @@ import (
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/cluster"
 	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/driver/targetpath"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -38,6 +41,8 @@ type config struct {
 	classPaths      string
 	kubeconfig      string
 	syncSecrets     bool
+	healthAddr      string
+	inflightBytes   string
 }
 
 func main() {
@@ -63,10 +68,14 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.driver.NodeID, "node-id", host, "node ID reported to kubelet, usually the node name")
 	fs.StringVar(&cfg.driver.ProviderDir, "provider-dir", "/var/run/secrets-store-csi-providers", "main directory of provider sockets <provider>.sock")
 	fs.StringVar(&cfg.additionalDirs, "additional-provider-dirs", "/etc/kubernetes/secrets-store-csi-providers", "comma-separated provider socket directories searched before --provider-dir")
+	fs.StringVar(&cfg.driver.KubeletRootDir, "kubelet-root-dir", targetpath.DefaultKubeletRoot, "kubelet's --root-dir: every target path must lie below it, in kubelet's layout")
+	fs.IntVar(&cfg.driver.ProviderConcurrency, "provider-concurrency", driver.DefaultProviderConcurrency, "provider calls (and writes of their responses) running at once")
+	fs.StringVar(&cfg.inflightBytes, "provider-inflight-bytes", "64Mi", "provider response bytes held at once; each call reserves --provider-max-recv-size of it")
+	fs.StringVar(&cfg.healthAddr, "health-addr", "", "address serving /healthz and /readyz over HTTP (e.g. :9809); empty: off")
 	fs.DurationVar(&cfg.providerTimeout, "provider-timeout", 60*time.Second, "deadline of one provider call; keep it below kubelet's 2 minutes")
 	fs.IntVar(&cfg.providerMaxRecv, "provider-max-recv-size", 4<<20, "largest provider response accepted, in bytes")
 	fs.StringVar(&cfg.stateDir, "state-dir", "/var/lib/keymount", "host directory (bidirectional mount propagation) holding each volume's tmpfs and record")
-	fs.StringVar(&cfg.tmpfsSize, "tmpfs-size", "32Mi", "size cap of each volume's tmpfs")
+	fs.StringVar(&cfg.tmpfsSize, "tmpfs-size", "64Mi", "largest content of one volume, counted as tmpfs counts it (each file rounded up to whole 4 KiB pages); each volume's tmpfs holds two such generations")
 	fs.StringVar(&cfg.classPaths, "class-path", "", "comma-separated SecretProviderClass YAML files or directories to resolve classes from, instead of the API server")
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty: in-cluster config when running in a pod")
 	fs.BoolVar(&cfg.syncSecrets, "sync-secrets", false, "mirror secretObjects into Kubernetes Secrets (needs RBAC to write Secrets)")
@@ -84,6 +93,12 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
+	inflight, err := resource.ParseQuantity(cfg.inflightBytes)
+	if err != nil || inflight.Value() <= 0 {
+		return fmt.Errorf("--provider-inflight-bytes %q: want a positive size such as 64Mi", cfg.inflightBytes)
+	}
+	cfg.driver.ProviderInflightBytes = inflight.Value()
+	cfg.driver.ProviderMaxRecvBytes = int64(cfg.providerMaxRecv)
 	providers, err := providerclient.New(providerclient.Config{
 		Dirs:           append(splitList(cfg.additionalDirs), cfg.driver.ProviderDir),
 		Timeout:        cfg.providerTimeout,
@@ -101,7 +116,30 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
+	if cfg.healthAddr != "" {
+		stop, err := serveHealth(ctx, cfg.healthAddr, d.HealthHandler())
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	return d.Run(ctx)
+}
+
+// serveHealth serves h on addr until the returned func is called.
+func serveHealth(ctx context.Context, addr string, h http.Handler) (func(), error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--health-addr %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "health server stopped")
+		}
+	}()
+	klog.InfoS("serving health checks", "addr", l.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
 
 func splitList(s string) []string {

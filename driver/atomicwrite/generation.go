@@ -26,6 +26,9 @@ func writeGeneration(dir string, files []File) (string, error) {
 		return "", err
 	}
 	if err := fillGeneration(filepath.Join(dir, gen), files); err != nil {
+		if errors.Is(err, unix.ENOSPC) {
+			err = fmt.Errorf("%w: %w", ErrNoSpace, err)
+		}
 		return "", errors.Join(err, os.RemoveAll(filepath.Join(dir, gen)))
 	}
 	return gen, nil

@@ -1,13 +1,11 @@
 package atomicwrite
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -48,6 +46,9 @@ func Write(dir string, files []File) (changed bool, err error) {
 	if err := checkNames(dir, names); err != nil {
 		return false, err
 	}
+	if err := makeRoom(dir, prev, Need(want)); err != nil {
+		return false, err
+	}
 	gen, err := writeGeneration(dir, want)
 	if err != nil {
 		return false, err
@@ -66,12 +67,19 @@ func Write(dir string, files []File) (changed bool, err error) {
 // want with every top-level link in place and no stale or temporary link.
 // Retired generations do not count here.
 func inspect(dir string, want []File, names []string) (string, bool) {
-	gen, got, err := readCurrent(dir)
+	gen, err := currentGeneration(dir)
 	if err != nil {
 		klog.V(2).InfoS("rewriting volume with unreadable content", "targetPath", dir, "err", err)
 		return "", false
 	}
-	if gen == "" || !slices.EqualFunc(got, want, sameFile) {
+	if gen == "" {
+		return "", false
+	}
+	same, err := holds(filepath.Join(dir, gen), want)
+	if err != nil {
+		klog.V(2).InfoS("rewriting volume with unreadable content", "targetPath", dir, "err", err)
+	}
+	if !same {
 		return gen, false
 	}
 	for _, name := range names {
@@ -81,10 +89,6 @@ func inspect(dir string, want []File, names []string) (string, bool) {
 	}
 	stale, err := obsolete(dir, names, func(fs.DirEntry) bool { return true })
 	return gen, err == nil && len(stale) == 0
-}
-
-func sameFile(a, b File) bool {
-	return a.Path == b.Path && a.Mode == b.Mode && bytes.Equal(a.Contents, b.Contents)
 }
 
 // swap points ..data at gen in one rename. On failure gen is removed and

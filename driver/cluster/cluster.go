@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,12 +37,15 @@ type Config struct {
 	DriverName string
 	// SyncSecrets turns on secretObjects sync (and the Secret watch).
 	SyncSecrets bool
-	// SyncTimeout bounds the wait for the caches at start.
-	SyncTimeout time.Duration
+	// DiagnoseAfter is how long the caches may take to sync before each
+	// diagnosis of what keeps them from syncing (a missing RBAC rule, an
+	// API server that does not answer) is logged; 30s when zero.
+	DiagnoseAfter time.Duration
 }
 
 // Cluster implements driver.Cluster against a real API server.
 type Cluster struct {
+	synced   atomic.Bool
 	resolver *class.KubeResolver
 	status   *podstatus.Writer
 	sync     *secretsync.Syncer // nil when sync is off
@@ -62,8 +66,10 @@ func Scheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// Start connects to the API server, starts the node-scoped caches and waits
-// for them to sync. The caches stop with ctx.
+// Start connects to the API server and starts the node-scoped caches. It
+// does not wait for them to sync: until they have, reads go to the API
+// server directly and Synced reports false, so the driver serves kubelet at
+// once. The caches stop with ctx.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Rest == nil || cfg.Node == "" || cfg.DriverName == "" {
 		return nil, errors.New("cluster needs an API server connection, a node name and a driver name")
@@ -76,21 +82,22 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to the API server: %w", err)
 	}
+	cl := &Cluster{}
 	c, err := startCache(ctx, cfg, scheme)
 	if err != nil {
 		return nil, err
 	}
+	go cl.waitForSync(ctx, cfg, c, live)
+	rd := &syncedReader{cache: c, live: live, synced: cl.synced.Load}
 	events, err := newEventSink(ctx, cfg.Rest, scheme, cfg.Node)
 	if err != nil {
 		return nil, err
 	}
-	cl := &Cluster{
-		resolver: class.NewKubeResolver(c, live),
-		status:   podstatus.New(live, c, cfg.Node, clock.RealClock{}),
-		events:   events,
-	}
+	cl.resolver = class.NewKubeResolver(rd, live)
+	cl.status = podstatus.New(live, rd, cfg.Node, clock.RealClock{})
+	cl.events = events
 	if cfg.SyncSecrets {
-		cl.sync = secretsync.New(live, c, cfg.Node, cfg.DriverName, events.recorder)
+		cl.sync = secretsync.New(live, rd, cfg.Node, cfg.DriverName, events.recorder)
 	}
 	return cl, nil
 }
@@ -125,7 +132,7 @@ func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme) (cache.
 		return nil, fmt.Errorf("create cache: %w", err)
 	}
 	for obj := range byObject {
-		if _, err := c.GetInformer(ctx, obj); err != nil {
+		if _, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
 			return nil, fmt.Errorf("create informer for %T: %w", obj, err)
 		}
 	}
@@ -134,24 +141,44 @@ func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme) (cache.
 			klog.ErrorS(err, "cache stopped")
 		}
 	}()
-	timeout := cfg.SyncTimeout
-	if timeout <= 0 {
-		timeout = 2 * time.Minute
-	}
-	syncCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if !c.WaitForCacheSync(syncCtx) {
-		return nil, fmt.Errorf("caches did not sync within %s: check the API server and the driver's RBAC", timeout)
-	}
 	return c, nil
 }
+
+// waitForSync marks the cluster synced once every cache has synced, and
+// logs what keeps them from it every DiagnoseAfter until then.
+func (c *Cluster) waitForSync(ctx context.Context, cfg Config, ca cache.Cache, live client.Reader) {
+	every := cfg.DiagnoseAfter
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	for ctx.Err() == nil {
+		syncCtx, cancel := context.WithTimeout(ctx, every)
+		ok := ca.WaitForCacheSync(syncCtx)
+		cancel()
+		if ok {
+			c.synced.Store(true)
+			klog.InfoS("API caches synced")
+			return
+		}
+		if ctx.Err() == nil {
+			diagnose(ctx, cfg, live)
+		}
+	}
+}
+
+// Synced reports whether the node-scoped caches have synced.
+func (c *Cluster) Synced() bool { return c.synced.Load() }
 
 // Resolver returns the class resolver backed by the cache.
 func (c *Cluster) Resolver() class.Resolver { return c.resolver }
 
-// AfterPublish syncs Secrets, writes the pod status and tells the pod.
-func (c *Cluster) AfterPublish(ctx context.Context, o *driver.Outcome) error {
+// Notify records the events of an outcome on its pod; it does not block.
+func (c *Cluster) Notify(o *driver.Outcome) {
 	c.events.published(o)
+}
+
+// AfterPublish syncs Secrets and writes the pod status.
+func (c *Cluster) AfterPublish(ctx context.Context, o *driver.Outcome) error {
 	if nothingMounted(o) {
 		return nil
 	}

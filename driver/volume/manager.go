@@ -7,208 +7,303 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
-	mount "k8s.io/mount-utils"
+
+	"github.com/keymount/keymount/driver/targetpath"
 )
 
-// ErrNotFound is returned for a volume the node does not hold.
-var ErrNotFound = errors.New("volume not found")
+var (
+	// ErrNotFound is returned for a volume the node does not hold.
+	ErrNotFound = errors.New("volume not found")
+	// ErrTargetInUse is returned when a target path is already a mount point
+	// that does not show the volume.
+	ErrTargetInUse = errors.New("target path already in use")
+)
 
-// DefaultSizeBytes caps a volume's tmpfs when the operator sets no size.
-// Secrets are small; a refresh needs room for two generations at once.
-const DefaultSizeBytes = 32 << 20
+// DefaultSizeBytes is the default cap of one generation of a volume's
+// content, counted the way tmpfs counts it (see atomicwrite.Need): 10,000
+// small files fit.
+const DefaultSizeBytes = 64 << 20
 
-// Volume is one mounted secrets volume.
+// slackBytes is room beside two generations for the record and its
+// temporary copy.
+const slackBytes = 64 << 10
+
+// dirPrefix starts the name of every volume directory: "v-" and the hex
+// SHA-256 of the volume ID, so that two IDs never share a directory.
+const dirPrefix = "v-"
+
+// Volume is the node-side storage of one secrets volume. Its paths are
+// derived from the volume ID alone.
 type Volume struct {
 	// ID is the CSI volume ID.
 	ID string
 	// Dir is the private tmpfs mount point holding data/ and the record.
 	Dir string
-	// DataDir is the directory bind-mounted onto the target path.
+	// DataDir is the directory bound onto the target path.
 	DataDir string
-	// Target is the CSI target path the pod sees.
-	Target string
 }
 
 // Manager mounts and unmounts volumes under a state directory.
 type Manager struct {
 	root      string
 	sizeBytes int64
-	mounter   mount.Interface
 }
 
 // NewManager returns a Manager keeping volumes under stateDir/volumes.
-func NewManager(stateDir string, sizeBytes int64, mounter mount.Interface) (*Manager, error) {
+// sizeBytes caps one generation of a volume's content; each tmpfs holds two
+// generations and the record.
+func NewManager(stateDir string, sizeBytes int64) (*Manager, error) {
 	if !filepath.IsAbs(stateDir) {
 		return nil, fmt.Errorf("state dir %q must be an absolute path", stateDir)
 	}
 	if sizeBytes <= 0 {
-		return nil, fmt.Errorf("tmpfs size %d must be positive", sizeBytes)
+		return nil, fmt.Errorf("volume size %d must be positive", sizeBytes)
 	}
 	root := filepath.Join(stateDir, "volumes")
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
-	return &Manager{root: root, sizeBytes: sizeBytes, mounter: mounter}, nil
-}
-
-var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
-// volume returns the paths of a volume; nothing is touched.
-func (m *Manager) volume(volumeID, target string) *Volume {
-	name := volumeID
-	if !safeName.MatchString(name) {
-		sum := sha256.Sum256([]byte(volumeID))
-		name = "sha256-" + hex.EncodeToString(sum[:])
-	}
-	dir := filepath.Join(m.root, name)
-	return &Volume{ID: volumeID, Dir: dir, DataDir: filepath.Join(dir, "data"), Target: target}
-}
-
-// Ensure makes sure the volume's tmpfs is mounted and bound onto target,
-// creating both when needed. created reports that the tmpfs is new (and so
-// empty). A target left mounted without its tmpfs (a stale mount) is
-// unmounted and bound afresh.
-func (m *Manager) Ensure(volumeID, target string, readOnly bool) (v *Volume, created bool, err error) {
-	v = m.volume(volumeID, target)
-	mounted, err := m.isMountPoint(v.Dir)
+	// The mount table names real paths.
+	root, err := filepath.EvalSymlinks(root)
 	if err != nil {
-		return nil, false, err
+		return nil, fmt.Errorf("resolve state dir: %w", err)
 	}
-	if !mounted {
-		if err := m.mountTmpfs(v); err != nil {
-			return nil, false, err
-		}
-		created = true
-	}
-	if err := m.bindTarget(v, readOnly, created); err != nil {
-		if created {
-			m.cleanup(v.Dir)
-		}
-		return nil, false, err
-	}
-	return v, created, nil
+	return &Manager{root: root, sizeBytes: sizeBytes}, nil
 }
 
-func (m *Manager) mountTmpfs(v *Volume) error {
-	if err := os.MkdirAll(v.Dir, 0o700); err != nil {
-		return fmt.Errorf("create volume dir: %w", err)
-	}
-	// mount(2) directly: starting mount(8) costs about 2 ms a call, most of
-	// a first publish.
-	opts := "size=" + strconv.FormatInt(m.sizeBytes, 10) + ",mode=0700"
-	if err := unix.Mount("tmpfs", v.Dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mount tmpfs at %s: %w", v.Dir, err)
-	}
-	if err := os.Mkdir(v.DataDir, 0o755); err != nil { //nolint:gosec // G301: the pod, any UID, reads its volume through this directory.
-		m.cleanup(v.Dir)
-		return fmt.Errorf("create volume data dir: %w", err)
-	}
-	return nil
+// SizeBytes is the cap of one generation of a volume's content.
+func (m *Manager) SizeBytes() int64 { return m.sizeBytes }
+
+// Lookup returns the paths of a volume; nothing is touched.
+func (m *Manager) Lookup(volumeID string) *Volume {
+	sum := sha256.Sum256([]byte(volumeID))
+	dir := filepath.Join(m.root, dirPrefix+hex.EncodeToString(sum[:]))
+	return &Volume{ID: volumeID, Dir: dir, DataDir: filepath.Join(dir, "data")}
 }
 
-func (m *Manager) bindTarget(v *Volume, readOnly, fresh bool) error {
-	mounted, err := m.isMountPoint(v.Target)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		mounted = false
-	case mount.IsCorruptedMnt(err):
-		mounted, fresh = true, true
-	case err != nil:
-		return err
-	}
-	if mounted && !fresh && bound(v) {
-		return nil
-	}
-	if mounted {
-		klog.InfoS("replacing stale mount", "targetPath", v.Target, "volumeID", v.ID)
-		if err := m.mounter.Unmount(v.Target); err != nil {
-			return fmt.Errorf("unmount stale target %s: %w", v.Target, err)
-		}
-	}
-	if err := os.MkdirAll(v.Target, 0o750); err != nil {
-		return fmt.Errorf("create target path: %w", err)
-	}
-	if err := unix.Mount(v.DataDir, v.Target, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind volume onto %s: %w", v.Target, err)
-	}
-	if !readOnly {
-		return nil
-	}
-	// A bind mount takes its flags from a remount.
-	if err := unix.Mount("", v.Target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		return errors.Join(fmt.Errorf("make %s read-only: %w", v.Target, err), m.mounter.Unmount(v.Target))
-	}
-	return nil
-}
-
-// bound reports whether the target shows the volume's data directory: the
-// root of a bind mount is the very directory it binds, same device and inode.
-func bound(v *Volume) bool {
-	target, err := os.Stat(v.Target)
-	if err != nil {
-		return false
-	}
-	data, err := os.Stat(v.DataDir)
-	return err == nil && os.SameFile(target, data)
-}
-
-// Get returns a mounted volume, or an error wrapping ErrNotFound when the
-// node holds no tmpfs for volumeID or target is not bound.
-func (m *Manager) Get(volumeID, target string) (*Volume, error) {
-	v := m.volume(volumeID, target)
-	for _, p := range []string{v.Dir, v.Target} {
-		ok, err := m.isMountPoint(p)
-		if errors.Is(err, os.ErrNotExist) || (err == nil && !ok) {
-			return nil, fmt.Errorf("%w: %s is not mounted", ErrNotFound, p)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if !bound(v) {
-		return nil, fmt.Errorf("%w: %s does not show volume %s", ErrNotFound, v.Target, volumeID)
-	}
-	return v, nil
-}
-
-// Remove unmounts target and the volume's tmpfs and deletes both
-// directories. It is idempotent: parts already gone are skipped, so it works
-// after a driver restart and when called twice.
-func (m *Manager) Remove(volumeID, target string) error {
-	v := m.volume(volumeID, target)
-	if err := mount.CleanupMountPoint(v.Target, m.mounter, true); err != nil {
-		return fmt.Errorf("unmount target %s: %w", v.Target, err)
-	}
-	if err := mount.CleanupMountPoint(v.Dir, m.mounter, true); err != nil {
-		return fmt.Errorf("unmount volume tmpfs %s: %w", v.Dir, err)
-	}
-	return nil
-}
-
-func (m *Manager) cleanup(dir string) {
-	if err := mount.CleanupMountPoint(dir, m.mounter, true); err != nil {
-		klog.ErrorS(err, "cleaning up volume dir", "dir", dir)
-	}
-}
-
-func (m *Manager) isMountPoint(p string) (bool, error) {
-	ok, err := m.mounter.IsMountPoint(p)
-	if errors.Is(err, os.ErrNotExist) {
+// Mounted reports whether the volume's tmpfs is mounted.
+func (m *Manager) Mounted(v *Volume) (bool, error) {
+	ok, err := isMountRoot(unix.AT_FDCWD, v.Dir)
+	if errors.Is(err, unix.ENOENT) {
 		return false, nil
-	}
-	if err != nil && !mount.IsCorruptedMnt(err) {
-		return false, fmt.Errorf("check mount point %s: %w", p, err)
 	}
 	return ok, err
 }
 
-// Lookup returns the paths of a volume without touching anything; its
-// record says whether it was ever published.
-func (m *Manager) Lookup(volumeID, target string) *Volume {
-	return m.volume(volumeID, target)
+// MountTmpfs mounts the volume's private tmpfs, sized for two generations,
+// and creates its data directory.
+func (m *Manager) MountTmpfs(v *Volume) error {
+	if err := os.MkdirAll(v.Dir, 0o700); err != nil {
+		return fmt.Errorf("create volume dir: %w", err)
+	}
+	opts := "size=" + strconv.FormatInt(2*m.sizeBytes+slackBytes, 10) + ",mode=0700"
+	if err := unix.Mount("tmpfs", v.Dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+		return fmt.Errorf("mount tmpfs at %s: %w", v.Dir, err)
+	}
+	if err := os.Mkdir(v.DataDir, 0o755); err != nil { //nolint:gosec // G301: the pod, any UID, reads its volume through this directory.
+		return errors.Join(fmt.Errorf("create volume data dir: %w", err), m.RemoveTmpfs(v))
+	}
+	return nil
+}
+
+// RemoveTmpfs unmounts the volume's tmpfs and removes its directory. A
+// volume already gone is not an error.
+func (m *Manager) RemoveTmpfs(v *Volume) error {
+	mounted, err := m.Mounted(v)
+	if err != nil {
+		return err
+	}
+	if mounted {
+		if err := unmount(v.Dir); err != nil {
+			return fmt.Errorf("unmount volume tmpfs %s: %w", v.Dir, err)
+		}
+	}
+	if err := os.Remove(v.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove volume dir: %w", err)
+	}
+	return nil
+}
+
+// unmount unmounts p with umount(2); a mount still busy is detached.
+func unmount(p string) error {
+	err := unix.Unmount(p, unix.UMOUNT_NOFOLLOW)
+	if errors.Is(err, unix.EBUSY) {
+		err = unix.Unmount(p, unix.UMOUNT_NOFOLLOW|unix.MNT_DETACH)
+	}
+	return err
+}
+
+// Bind makes the target show the volume's data directory, read-only when
+// asked, creating the target directory when it is missing. The bind mount
+// is prepared detached and attached with its flags already set, so the pod
+// never sees a writable volume. A target already showing the volume is left
+// as it is; a target that is any other mount point fails with
+// ErrTargetInUse and is left untouched.
+func (m *Manager) Bind(v *Volume, t *targetpath.Target, readOnly bool) error {
+	dst, err := t.Open(true)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = dst.Close() }()
+	if err := checkFree(dst, v, t); err != nil {
+		return err
+	}
+	if same, err := sameFile(dst, v.DataDir); err != nil || same {
+		return err
+	}
+	return attach(v.DataDir, dst, readOnly)
+}
+
+// CheckTarget returns an error wrapping ErrTargetInUse when the target is a
+// mount point that does not show the volume; a missing target is free.
+// Nothing is changed.
+func (m *Manager) CheckTarget(v *Volume, t *targetpath.Target) error {
+	f, err := t.Open(false)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	return checkFree(f, v, t)
+}
+
+func checkFree(f *os.File, v *Volume, t *targetpath.Target) error {
+	root, err := isMountRoot(int(f.Fd()), "")
+	if err != nil {
+		return fmt.Errorf("check target %s: %w", t.Path, err)
+	}
+	if !root {
+		return nil
+	}
+	if same, err := sameFile(f, v.DataDir); err == nil && same {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is already a mount point that does not show volume %s: "+
+		"unpublish whatever is mounted there first", ErrTargetInUse, t.Path, v.ID)
+}
+
+// attach clones src as a detached bind mount, sets its flags and moves it
+// onto dst.
+func attach(src string, dst *os.File, readOnly bool) error {
+	tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("clone %s for binding: %w", src, err)
+	}
+	defer func() { _ = unix.Close(tree) }()
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if readOnly {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
+		return fmt.Errorf("set bind mount flags: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", int(dst.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("bind volume onto %s: %w", dst.Name(), err)
+	}
+	return nil
+}
+
+// BoundTo reports whether the target shows the volume's data directory.
+func (m *Manager) BoundTo(v *Volume, t *targetpath.Target) (bool, error) {
+	f, err := t.Open(false)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = f.Close() }()
+	return sameFile(f, v.DataDir)
+}
+
+// Unbind unmounts the target and removes its directory, but only when the
+// target shows the volume's data directory; anything else is left as it is
+// and reported with unbound=false.
+func (m *Manager) Unbind(v *Volume, t *targetpath.Target) (unbound bool, err error) {
+	f, err := t.Open(false)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	same, err := sameFile(f, v.DataDir)
+	if err != nil || !same {
+		_ = f.Close()
+		return false, err
+	}
+	// Through the descriptor, so a path swapped since the check is never
+	// what gets unmounted; detached, because the descriptor itself holds
+	// the mount.
+	err = unix.Unmount(targetpath.ProcPath(f), unix.MNT_DETACH)
+	_ = f.Close()
+	if err != nil {
+		return false, fmt.Errorf("unmount target %s: %w", t.Path, err)
+	}
+	return true, t.RemoveDir()
+}
+
+// Get returns a published volume, or an error wrapping ErrNotFound when the
+// node holds no tmpfs for volumeID or path does not show it.
+func (m *Manager) Get(volumeID, path string) (*Volume, error) {
+	v := m.Lookup(volumeID)
+	mounted, err := m.Mounted(v)
+	if err != nil {
+		return nil, err
+	}
+	if !mounted {
+		return nil, fmt.Errorf("%w: no volume %s on this node", ErrNotFound, volumeID)
+	}
+	f, err := os.OpenFile(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrNotFound, path, err)
+	}
+	defer func() { _ = f.Close() }()
+	if same, err := sameFile(f, v.DataDir); err != nil || !same {
+		return nil, fmt.Errorf("%w: %s does not show volume %s", ErrNotFound, path, volumeID)
+	}
+	return v, nil
+}
+
+// isMountRoot reports whether path (relative to dirfd; "" for dirfd itself)
+// is the root of a mount. Symlinks are not followed.
+func isMountRoot(dirfd int, path string) (bool, error) {
+	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_STATX_DONT_SYNC
+	if path == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	var stx unix.Statx_t
+	if err := unix.Statx(dirfd, path, flags, unix.STATX_TYPE|unix.STATX_INO, &stx); err != nil {
+		return false, err
+	}
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return false, errors.New("the kernel does not report mount roots (statx STATX_ATTR_MOUNT_ROOT needs Linux 5.8)")
+	}
+	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+}
+
+// sameFile reports whether f is the directory at path (same device and inode).
+func sameFile(f *os.File, path string) (bool, error) {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &a); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(path, &b); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, err
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino, nil
+}
+
+// logRemoved is shared by the clean-up paths.
+func logRemoved(dir, why string) {
+	klog.InfoS("removed volume tmpfs", "dir", dir, "reason", why)
 }

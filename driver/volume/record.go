@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -41,19 +42,45 @@ type Record struct {
 	LastErrorTime time.Time `json:"lastErrorTime,omitzero"`
 }
 
+// ErrCorruptRecord is wrapped when a record cannot be read back: truncated,
+// not JSON, or about another volume. The caller rebuilds it from what is
+// mounted.
+var ErrCorruptRecord = errors.New("corrupt volume record")
+
+// maxRecordBytes bounds what LoadRecord reads; a real record is a few KiB.
+const maxRecordBytes = 4 << 20
+
 // LoadRecord returns the volume's record, or (nil, nil) when none was saved:
-// the volume has never been published successfully.
+// the volume has never been published successfully. A record that cannot be
+// decoded, or that names another volume, is an error wrapping
+// ErrCorruptRecord.
 func (v *Volume) LoadRecord() (*Record, error) {
-	data, err := os.ReadFile(filepath.Join(v.Dir, recordFile))
+	f, err := os.Open(filepath.Join(v.Dir, recordFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read volume record: %w", err)
 	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read volume record: %w", err)
+	}
+	return decodeRecord(v.ID, data)
+}
+
+// decodeRecord parses a record of volume id.
+func decodeRecord(id string, data []byte) (*Record, error) {
+	if len(data) > maxRecordBytes {
+		return nil, fmt.Errorf("%w of volume %s: larger than %d bytes", ErrCorruptRecord, id, maxRecordBytes)
+	}
 	r := &Record{}
 	if err := json.Unmarshal(data, r); err != nil {
-		return nil, fmt.Errorf("decode volume record %s: %w", filepath.Join(v.Dir, recordFile), err)
+		return nil, fmt.Errorf("%w of volume %s: %w", ErrCorruptRecord, id, err)
+	}
+	if r.VolumeID != id {
+		return nil, fmt.Errorf("%w: the record in the directory of volume %s names volume %q", ErrCorruptRecord, id, r.VolumeID)
 	}
 	return r, nil
 }

@@ -162,12 +162,12 @@ func (h *Harness) RestartDriver() {
 
 // VolumeDir is the driver's private tmpfs mount point of volumeID.
 func (h *Harness) VolumeDir(volumeID string) string {
-	return h.volumes.Lookup(volumeID, "").Dir
+	return h.volumes.Lookup(volumeID).Dir
 }
 
 // Record returns the driver's record of volumeID, nil when there is none.
 func (h *Harness) Record(volumeID string) (*volume.Record, error) {
-	return h.volumes.Lookup(volumeID, "").LoadRecord()
+	return h.volumes.Lookup(volumeID).LoadRecord()
 }
 
 // DiscardLogs sends klog output (the driver's and the provider's) nowhere.

@@ -90,5 +90,5 @@ func (s *Session) Unpublish(ctx context.Context, target string) error {
 // Record returns what the driver recorded about the volume at target, or
 // nil when it holds no volume for it in this state directory.
 func (s *Session) Record(target string) (*volume.Record, error) {
-	return s.volumes.Lookup(VolumeID(target), target).LoadRecord()
+	return s.volumes.Lookup(VolumeID(target)).LoadRecord()
 }

@@ -1,0 +1,67 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+)
+
+// diagnose lists each watched type once, as its informer does, and logs why
+// a list fails: for a Forbidden answer, the RBAC rule the driver's
+// ClusterRole lacks.
+func diagnose(ctx context.Context, cfg Config, live client.Reader) {
+	for obj, by := range watched(cfg) {
+		list, res := listFor(obj)
+		err := live.List(ctx, list, listOptions(by)...)
+		switch {
+		case err == nil:
+			klog.InfoS("API caches not synced yet, but listing works", "resource", res.String())
+		case apierrors.IsForbidden(err):
+			klog.ErrorS(err, "API caches cannot sync: RBAC rule missing", "resource", res.String(),
+				"fix", fmt.Sprintf("grant the driver's service account get, list and watch on %s in its ClusterRole", ruleName(res)))
+		default:
+			klog.ErrorS(err, "API caches cannot sync", "resource", res.String())
+		}
+	}
+}
+
+// ruleName names a resource as an RBAC rule does: resource.group.
+func ruleName(res schema.GroupResource) string {
+	if res.Group == "" {
+		return res.Resource + ` (apiGroups: [""])`
+	}
+	return fmt.Sprintf("%s (apiGroups: [%q])", res.Resource, res.Group)
+}
+
+func listOptions(by cache.ByObject) []client.ListOption {
+	opts := []client.ListOption{client.Limit(1)}
+	if by.Label != nil {
+		opts = append(opts, client.MatchingLabelsSelector{Selector: by.Label})
+	}
+	if by.Field != nil {
+		opts = append(opts, client.MatchingFieldsSelector{Selector: by.Field})
+	}
+	return opts
+}
+
+// listFor returns an empty list of obj's type and its resource.
+func listFor(obj client.Object) (client.ObjectList, schema.GroupResource) {
+	switch obj.(type) {
+	case *secretsstorev1.SecretProviderClass:
+		return &secretsstorev1.SecretProviderClassList{}, secretsstorev1.SchemeGroupVersion.WithResource("secretproviderclasses").GroupResource()
+	case *secretsstorev1.SecretProviderClassPodStatus:
+		return &secretsstorev1.SecretProviderClassPodStatusList{},
+			secretsstorev1.SchemeGroupVersion.WithResource("secretproviderclasspodstatuses").GroupResource()
+	case *corev1.Secret:
+		return &corev1.SecretList{}, schema.GroupResource{Resource: "secrets"}
+	}
+	return &corev1.PodList{}, schema.GroupResource{Resource: "pods"}
+}

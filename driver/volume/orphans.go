@@ -1,0 +1,65 @@
+package volume
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	mount "k8s.io/mount-utils"
+)
+
+// mountInfoPath is this process's mount table.
+const mountInfoPath = "/proc/self/mountinfo"
+
+// RemoveOrphans unmounts and removes every volume tmpfs under the state
+// directory that no other mount shows any more: its target was unmounted
+// while the driver was not running (or by someone else), so nothing can read
+// it, and its secrets should not stay in memory. Directories left without a
+// tmpfs are removed as well. It returns how many volumes it removed.
+func (m *Manager) RemoveOrphans() (int, error) {
+	infos, err := mount.ParseMountInfo(mountInfoPath)
+	if err != nil {
+		return 0, fmt.Errorf("read mount table: %w", err)
+	}
+	// How many mounts show each device: a volume's tmpfs and every bind of
+	// its data directory share one.
+	uses := map[[2]int]int{}
+	ours := map[string][2]int{} // volume dir -> device
+	for _, mi := range infos {
+		dev := [2]int{mi.Major, mi.Minor}
+		uses[dev]++
+		// Every directory right under the root is a volume: keymount's own
+		// ("v-<hash>"), or one of an older keymount named after its ID.
+		if filepath.Dir(mi.MountPoint) == m.root {
+			ours[mi.MountPoint] = dev
+		}
+	}
+	entries, err := os.ReadDir(m.root)
+	if err != nil {
+		return 0, fmt.Errorf("list volumes: %w", err)
+	}
+	removed := 0
+	var errs []error
+	for _, e := range entries {
+		dir := filepath.Join(m.root, e.Name())
+		dev, mounted := ours[dir]
+		switch {
+		case !e.IsDir():
+			continue
+		case mounted && uses[dev] > 1:
+			continue // a target still shows it
+		case mounted:
+			if err := unmount(dir); err != nil {
+				errs = append(errs, fmt.Errorf("unmount orphaned volume %s: %w", dir, err))
+				continue
+			}
+			logRemoved(dir, "no target shows it")
+			removed++
+		}
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove orphaned volume dir: %w", err))
+		}
+	}
+	return removed, errors.Join(errs...)
+}
