@@ -226,6 +226,8 @@ func (h *Harness) startDriver() (*runningDriver, error) {
 		NodeID:      h.opts.NodeID,
 		Endpoint:    h.Endpoint,
 		ProviderDir: h.ProviderDir,
+		// TargetBase stands in for kubelet's root directory.
+		KubeletRootDir: h.TargetBase,
 	}, driver.Deps{
 		Classes:   &class.FileResolver{Paths: []string{h.ClassDir}},
 		Providers: pc,
