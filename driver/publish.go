@@ -28,8 +28,10 @@ func (d *Driver) publish(ctx context.Context, req *csi.NodePublishVolumeRequest)
 	if err != nil {
 		return err
 	}
-	o, err := d.publishLocked(ctx, p)
-	release()
+	o, err := func() (*Outcome, error) {
+		defer release() // also when a bug panics: the volume must not stay locked
+		return d.publishLocked(ctx, p)
+	}()
 	if o != nil {
 		d.reporter.published(o)
 	}
@@ -86,6 +88,7 @@ func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishReques
 		if err := d.mountNew(v, p); err != nil {
 			return o, err
 		}
+		defer d.cleanUpAfterPanic(v, p)
 	}
 	rec, changed, err := d.fetchAndWrite(ctx, v, spc, p, mreq, prev)
 	if err == nil {
@@ -213,6 +216,15 @@ func (d *Driver) removeAfterFailure(v *volume.Volume, p *publishRequest) {
 	}
 	if err := d.deps.Volumes.RemoveTmpfs(v); err != nil {
 		klog.ErrorS(err, "cleaning up after failed first publish", "volumeID", v.ID, "dir", v.Dir)
+	}
+}
+
+// cleanUpAfterPanic removes what a first publish mounted when a bug panics
+// before it finished, then lets the panic go on to the handler's recovery.
+func (d *Driver) cleanUpAfterPanic(v *volume.Volume, p *publishRequest) {
+	if r := recover(); r != nil {
+		d.removeAfterFailure(v, p)
+		panic(r)
 	}
 }
 

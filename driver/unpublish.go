@@ -28,8 +28,10 @@ func (d *Driver) unpublish(_ context.Context, req *csi.NodeUnpublishVolumeReques
 	if err != nil {
 		return err
 	}
-	rec, err := d.unpublishLocked(req.GetVolumeId(), req.GetTargetPath())
-	release()
+	rec, err := func() (*volume.Record, error) {
+		defer release()
+		return d.unpublishLocked(req.GetVolumeId(), req.GetTargetPath())
+	}()
 	if err == nil {
 		d.reporter.unpublished(rec)
 	}

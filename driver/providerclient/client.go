@@ -121,7 +121,7 @@ func (c *Client) Mount(ctx context.Context, provider string, req *v1alpha1.Mount
 		return nil, c.callError(ctx, provider, "Mount", err)
 	}
 	if code := resp.GetError().GetCode(); code != "" {
-		return nil, &ProviderError{Provider: provider, Code: codeFromName(code), ErrorCode: code}
+		return nil, &ProviderError{Provider: provider, Code: codeFromName(code), ErrorCode: bound(code, maxErrorCodeLen)}
 	}
 	if len(resp.GetObjectVersion()) == 0 {
 		return nil, fmt.Errorf("%w from %q: no object_version; a provider must report every object it mounted",

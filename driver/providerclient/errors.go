@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -114,6 +115,27 @@ func (e *contextError) GRPCStatus() *status.Status {
 	return status.New(status.FromContextError(e.err).Code(), e.Error())
 }
 
+// Bounds of what a provider may make the driver repeat: its status message
+// and its error code are copied into the driver's status, logs, events and
+// records (and the code into metric labels).
+const (
+	maxMessageLen   = 4 << 10
+	maxErrorCodeLen = 64
+)
+
+// bound cuts s to n bytes at a rune boundary, saying so.
+func bound(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const marker = "... (truncated)"
+	cut := max(n-len(marker), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + marker
+}
+
 // callError turns the error of a gRPC call made with ctx into the error the
 // Client returns.
 func (c *Client) callError(ctx context.Context, provider, method string, err error) error {
@@ -124,7 +146,8 @@ func (c *Client) callError(ctx context.Context, provider, method string, err err
 			return &contextError{provider: provider, method: method, err: ctxErr}
 		}
 	}
-	pe := &ProviderError{Provider: provider, Code: knownCode(code), Message: st.Message(), ErrorCode: detailCode(st)}
+	pe := &ProviderError{Provider: provider, Code: knownCode(code), Message: bound(st.Message(), maxMessageLen),
+		ErrorCode: bound(detailCode(st), maxErrorCodeLen)}
 	if isRecvTooLarge(st) {
 		pe.Message += fmt.Sprintf("; raise the driver's %s flag (now %d bytes)", maxRecvSizeFlag, c.maxRecvMsgSize)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
@@ -315,5 +316,27 @@ func TestMountErrorCodeDetail(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "AccessDenied") {
 		t.Errorf("message %q does not name the error code", err.Error())
+	}
+}
+
+// TestProviderMessagesAreBounded: a provider that answers with a huge status
+// message or error code cannot make the driver repeat it whole.
+func TestProviderMessagesAreBounded(t *testing.T) {
+	huge := strings.Repeat("é", 1<<20)
+	c := &Client{maxRecvMsgSize: DefaultMaxRecvMsgSize}
+	err := c.callError(t.Context(), "p", "Mount", status.Error(codes.PermissionDenied, huge))
+	var pe *ProviderError
+	if !errors.As(err, &pe) {
+		t.Fatalf("err = %T %v", err, err)
+	}
+	if len(pe.Message) > maxMessageLen || !strings.HasSuffix(pe.Message, "(truncated)") || !utf8.ValidString(pe.Message) {
+		t.Fatalf("message of %d bytes (valid UTF-8: %v), want at most %d ending in (truncated)",
+			len(pe.Message), utf8.ValidString(pe.Message), maxMessageLen)
+	}
+	if len(bound(strings.Repeat("x", 1000), maxErrorCodeLen)) > maxErrorCodeLen {
+		t.Fatal("error code not bounded")
+	}
+	if got := bound("short", maxMessageLen); got != "short" {
+		t.Fatalf("short message changed: %q", got)
 	}
 }
