@@ -1,0 +1,77 @@
+package driver
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+)
+
+// FuzzPublishRequest feeds parsePublishRequest and buildMountRequest with
+// arbitrary requests: volume IDs, target paths, volume contexts (JSON
+// objects of strings) and secrets (including service account tokens).
+// Whatever comes in, nothing panics; an accepted request has a read-only,
+// kubelet-shaped target of its own pod, and the provider request carries
+// every volume-context key and valid JSON secrets without the tokens.
+func FuzzPublishRequest(f *testing.F) {
+	good := validRequest()
+	ctxJSON, _ := json.Marshal(good.VolumeContext)
+	f.Add(good.VolumeId, good.TargetPath, true, string(ctxJSON), `{"username":"u"}`)
+	f.Add("csi-1", "/var/lib/kubelet/pods/uid/volumes/kubernetes.io~csi/../../../../etc/mount", true, string(ctxJSON), `{}`)
+	f.Add("../x", "/var/lib/kubelet/pods/uid/volumes/kubernetes.io~csi/s/mount", false, `{"secretProviderClass":"a"}`, `null`)
+	f.Add("a\x00b", "/etc/passwd", true,
+		`{"secretProviderClass":"a","csi.storage.k8s.io/pod.name":"p","csi.storage.k8s.io/pod.namespace":"n","csi.storage.k8s.io/pod.uid":"../.."}`,
+		`{"csi.storage.k8s.io/serviceAccount.tokens":"{\"aud\":{\"token\":\"t\",\"expirationTimestamp\":\"2026-01-01T00:00:00Z\"}}"}`)
+	f.Fuzz(func(t *testing.T, id, target string, readOnly bool, volumeContext, secrets string) {
+		vc := map[string]string{}
+		_ = json.Unmarshal([]byte(volumeContext), &vc)
+		sec := map[string]string{}
+		_ = json.Unmarshal([]byte(secrets), &sec)
+		req := &csi.NodePublishVolumeRequest{
+			VolumeId: id, TargetPath: target, Readonly: readOnly,
+			VolumeCapability: mountCap(), VolumeContext: vc, Secrets: sec,
+		}
+		p, err := parsePublishRequest(req, testKubeletRoot)
+		if err != nil {
+			return
+		}
+		if !p.readOnly {
+			t.Fatal("accepted a read-write volume")
+		}
+		want := filepath.Join(testKubeletRoot, "pods", p.podUID, "volumes", "kubernetes.io~csi") + "/"
+		if !strings.HasPrefix(p.targetPath, want) || filepath.Clean(p.targetPath) != p.targetPath ||
+			filepath.Base(p.targetPath) != "mount" || strings.Count(strings.TrimPrefix(p.targetPath, want), "/") != 1 {
+			t.Fatalf("accepted target %q for pod %q", p.targetPath, p.podUID)
+		}
+		mreq, err := buildMountRequest(&secretsstorev1.SecretProviderClass{}, p, nil)
+		if err != nil {
+			t.Fatalf("valid request, no mount request: %v", err)
+		}
+		attrs := map[string]string{}
+		if err := json.Unmarshal([]byte(mreq.GetAttributes()), &attrs); err != nil {
+			t.Fatalf("attributes are not a JSON object: %v", err)
+		}
+		for k, v := range vc {
+			if _, fromSecrets := sec[AttrTokens]; k == AttrTokens && fromSecrets {
+				continue // tokens in the secrets win, as newer kubelets send them
+			}
+			if attrs[k] != v {
+				t.Fatalf("volume-context key %q not passed on", k)
+			}
+		}
+		gotSecrets := map[string]string{}
+		if err := json.Unmarshal([]byte(mreq.GetSecrets()), &gotSecrets); err != nil {
+			t.Fatalf("secrets are not a JSON object: %v", err)
+		}
+		if _, ok := gotSecrets[AttrTokens]; ok {
+			t.Fatal("service account tokens left in the secrets")
+		}
+		if tok, ok := sec[AttrTokens]; ok && attrs[AttrTokens] != tok {
+			t.Fatal("service account tokens from the secrets did not reach the attributes")
+		}
+	})
+}
