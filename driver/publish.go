@@ -60,7 +60,9 @@ func (d *Driver) publishLocked(ctx context.Context, p *publishRequest) (*Outcome
 			PodName: p.podName, PodNamespace: p.podNamespace, PodUID: p.podUID,
 			ClassName: p.className, Class: o.Class, First: true, Err: err,
 		}, err
-	case errors.Is(err, errConflict):
+	case errors.Is(err, errConflict), errors.Is(err, volume.ErrTargetInUse):
+		// The volume is not what the request says, or the target shows
+		// something else: saying OK would leave the pod without its files.
 		return nil, err
 	}
 	return d.keepAfterFailure(v, p, prev, o.Class, err), nil
