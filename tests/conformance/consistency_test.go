@@ -56,7 +56,7 @@ func TestReadersNeverSeeMixedGenerations(t *testing.T) {
 	}
 	v := h.NewVolume("secrets")
 	writeRound(0)
-	publish(t, h, v, "rotating", false)
+	publish(t, h, v, "rotating")
 
 	stop := make(chan struct{})
 	results := make([]readerResult, readers)
@@ -66,7 +66,7 @@ func TestReadersNeverSeeMixedGenerations(t *testing.T) {
 	}
 	for i := 1; i <= republishes; i++ {
 		writeRound(i)
-		if err := h.Publish(t.Context(), v, "rotating", false); err != nil {
+		if err := h.Publish(t.Context(), v, "rotating", true); err != nil {
 			close(stop)
 			wg.Wait()
 			t.Fatalf("republish %d: %v", i, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
@@ -22,9 +23,9 @@ func TestPublish(t *testing.T) {
 	h := startApp(t)
 	v := h.NewVolume("secrets")
 
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 
-	assertPublished(t, h, v, false)
+	assertPublished(t, h, v)
 	assertFiles(t, v.Target, appFiles("v1"))
 	assertTidy(t, v.Target)
 
@@ -35,7 +36,7 @@ func TestPublish(t *testing.T) {
 	want := &volume.Record{
 		VolumeID: v.ID, TargetPath: v.Target,
 		PodName: v.Pod.Name, PodNamespace: v.Pod.Namespace, PodUID: v.Pod.UID, ServiceAccount: v.Pod.ServiceAccount,
-		Class: appClass, Provider: harness.ProviderName, Generation: 1,
+		Class: appClass, Provider: harness.ProviderName, ReadOnly: true, Generation: 1,
 	}
 	ignore := cmpopts.IgnoreFields(volume.Record{}, "Objects", "LastMount", "LastChange")
 	if diff := cmp.Diff(want, rec, ignore); diff != "" {
@@ -69,22 +70,28 @@ func TestPublishTwoVolumes(t *testing.T) {
 	h.WriteClass("other", harness.ObjectsYAML("other"))
 	a, b := h.NewVolume("secrets"), h.NewVolume("secrets")
 
-	publish(t, h, a, appClass, false)
-	publish(t, h, b, "other", false)
+	publish(t, h, a, appClass)
+	publish(t, h, b, "other")
 
 	assertFiles(t, a.Target, appFiles("v1"))
 	assertFiles(t, b.Target, map[string]file{"other": {"other-contents", 0o644}})
 	unpublish(t, h, a)
 	assertGone(t, h, a)
-	assertPublished(t, h, b, false)
+	assertPublished(t, h, b)
 	assertFiles(t, b.Target, map[string]file{"other": {"other-contents", 0o644}})
 }
 
-// TestPublishRepairsStaleMount: kubelet republishes a volume whose target is
-// still mounted, but not to the volume's tmpfs, which is gone (the node's
-// state directory was lost, or someone mounted over the target). The driver
-// replaces the stale mount and the pod sees the right files again.
-func TestPublishRepairsStaleMount(t *testing.T) {
+// TestPublishOntoForeignMount: kubelet publishes a volume whose target is
+// already a mount point that does not show the volume's tmpfs, which is gone
+// (the node's state directory was lost, or someone mounted over the target).
+// The driver cannot vouch for that mount: it answers AlreadyExists and
+// leaves it alone, and kubelet's unpublish leaves it alone too. Once the
+// target is free again, the same volume publishes fine.
+//
+// This replaces the former TestPublishRepairsStaleMount, which expected the
+// driver to unmount whatever was on the target: by design (DESIGN.md,
+// "Volume safety") the driver now acts only on mounts it can vouch for.
+func TestPublishOntoForeignMount(t *testing.T) {
 	tests := []struct {
 		name  string
 		stale func(t *testing.T, h *harness.Harness, v harness.Volume)
@@ -111,8 +118,9 @@ func TestPublishRepairsStaleMount(t *testing.T) {
 		{
 			name: "target still bound to the old tmpfs, whose mount in the state dir is gone",
 			stale: func(t *testing.T, h *harness.Harness, v harness.Volume) {
+				// The target is read-only: write through the volume's own mount.
+				mustWrite(t, filepath.Join(h.VolumeDir(v.ID), "data", "stale"), "stale")
 				mustUnmount(t, h.VolumeDir(v.ID))
-				mustWrite(t, filepath.Join(v.Target, "stale"), "stale")
 			},
 		},
 	}
@@ -122,20 +130,35 @@ func TestPublishRepairsStaleMount(t *testing.T) {
 			h.WriteClass(appClass, appObjects)
 			writeApp(h, "v1")
 			v := h.NewVolume("secrets")
-			publish(t, h, v, appClass, false)
+			publish(t, h, v, appClass)
 
 			tt.stale(t, h, v)
 			if m, _ := harness.MountAt(h.VolumeDir(v.ID)); m != nil {
 				t.Fatalf("setup: the volume tmpfs is still mounted")
 			}
-			if _, err := os.Stat(filepath.Join(v.Target, "stale")); err != nil {
-				t.Fatalf("setup: the target does not show the stale mount: %v", err)
-			}
+			assertStale(t, v.Target)
+			foreign := mustMountAt(t, v.Target)
 
 			writeApp(h, "v2")
-			publish(t, h, v, appClass, false)
+			err := h.Publish(t.Context(), v, appClass, true)
+			assertCode(t, err, codes.AlreadyExists, v.Target)
+			assertStale(t, v.Target)
+			if m := mustMountAt(t, v.Target); m.ID != foreign.ID {
+				t.Errorf("target mount %d replaced by %d after a refused publish", foreign.ID, m.ID)
+			}
+			if rec, err := h.Record(v.ID); rec != nil || err != nil {
+				t.Errorf("record after a refused first publish: %v, %v", rec, err)
+			}
+			assertNoMounts(t, h.StateDir)
 
-			assertPublished(t, h, v, false)
+			// Kubelet gives up and unpublishes: the foreign mount stays.
+			unpublish(t, h, v)
+			assertStale(t, v.Target)
+
+			// Once whoever mounted it unmounts it, the volume publishes.
+			mustUnmount(t, v.Target)
+			publish(t, h, v, appClass)
+			assertPublished(t, h, v)
 			assertFiles(t, v.Target, appFiles("v2"))
 			unpublish(t, h, v)
 			assertGone(t, h, v)
@@ -143,23 +166,61 @@ func TestPublishRepairsStaleMount(t *testing.T) {
 	}
 }
 
-// TestRepublishReplacesForeignMountOverTarget: the volume's tmpfs is intact
-// but something else is mounted on the target. The republish must give the
-// pod its files back, not answer OK while the pod sees the other mount.
-func TestRepublishReplacesForeignMountOverTarget(t *testing.T) {
+// TestRepublishOntoForeignMount: the volume's tmpfs is intact but something
+// else is mounted on the target. The republish must not answer OK while the
+// pod sees the other mount, nor unmount what it cannot vouch for: it answers
+// AlreadyExists (kubelet leaves a target that is a mount point in place) and
+// leaves the mount alone. Once the target is free, a republish binds the
+// volume again with its current content.
+//
+// This replaces the former TestRepublishReplacesForeignMountOverTarget,
+// which expected the driver to replace the foreign mount.
+func TestRepublishOntoForeignMount(t *testing.T) {
 	h := startApp(t)
 	v := h.NewVolume("secrets")
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 	other := filepath.Join(h.Dir, "elsewhere")
 	mustWrite(t, filepath.Join(other, "stale"), "stale")
 	mustUnmount(t, v.Target)
 	mustMount(t, other, v.Target, "", unix.MS_BIND, "")
+	foreign := mustMountAt(t, v.Target)
 
 	writeApp(h, "v2")
-	publish(t, h, v, appClass, false)
+	err := h.Publish(t.Context(), v, appClass, true)
 
-	assertPublished(t, h, v, false)
+	assertCode(t, err, codes.AlreadyExists, v.Target)
+	assertStale(t, v.Target)
+	if m := mustMountAt(t, v.Target); m.ID != foreign.ID {
+		t.Errorf("target mount %d replaced by %d after a refused republish", foreign.ID, m.ID)
+	}
+	if m, _ := harness.MountAt(h.VolumeDir(v.ID)); m == nil {
+		t.Errorf("the volume tmpfs was removed by a refused republish")
+	}
+
+	mustUnmount(t, v.Target)
+	publish(t, h, v, appClass)
+	assertPublished(t, h, v)
 	assertFiles(t, v.Target, appFiles("v2"))
+	unpublish(t, h, v)
+	assertGone(t, h, v)
+}
+
+// assertStale checks that target shows the foreign mount tests put there.
+func assertStale(t *testing.T, target string) {
+	t.Helper()
+	got, err := os.ReadFile(filepath.Join(target, "stale"))
+	if err != nil || string(got) != "stale" {
+		t.Fatalf("target does not show the foreign mount: %q, %v", got, err)
+	}
+}
+
+func mustMountAt(t *testing.T, path string) *mountinfo.Info {
+	t.Helper()
+	m, err := harness.MountAt(path)
+	if err != nil || m == nil {
+		t.Fatalf("%s is not a mount point: %v", path, err)
+	}
+	return m
 }
 
 // TestRepublishRebindsUnmountedTarget: the volume's tmpfs is intact but the
@@ -168,13 +229,13 @@ func TestRepublishReplacesForeignMountOverTarget(t *testing.T) {
 func TestRepublishRebindsUnmountedTarget(t *testing.T) {
 	h := startApp(t)
 	v := h.NewVolume("secrets")
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 	gen := generation(t, h.VolumeDir(v.ID)+"/data")
 	mustUnmount(t, v.Target)
 
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 
-	assertPublished(t, h, v, false)
+	assertPublished(t, h, v)
 	assertFiles(t, v.Target, appFiles("v1"))
 	if got := generation(t, v.Target); got != gen {
 		t.Errorf("generation %s after rebinding, want the unchanged %s", got, gen)
@@ -184,7 +245,7 @@ func TestRepublishRebindsUnmountedTarget(t *testing.T) {
 func TestNodeGetVolumeStats(t *testing.T) {
 	h := startApp(t)
 	v := h.NewVolume("secrets")
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 
 	resp, err := h.Node.NodeGetVolumeStats(t.Context(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.ID, VolumePath: v.Target})
 	if err != nil {
@@ -216,7 +277,7 @@ func TestNodeGetVolumeStats(t *testing.T) {
 	})
 	t.Run("published volume at another volume's target", func(t *testing.T) {
 		other := h.NewVolume("secrets")
-		publish(t, h, other, appClass, false)
+		publish(t, h, other, appClass)
 		_, err := h.Node.NodeGetVolumeStats(t.Context(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.ID, VolumePath: other.Target})
 		assertCode(t, err, codes.NotFound)
 	})

@@ -14,9 +14,9 @@ import (
 func TestReadOnlyPublish(t *testing.T) {
 	h := startApp(t)
 	v := h.NewVolume("secrets")
-	publish(t, h, v, appClass, true)
+	publish(t, h, v, appClass)
 
-	assertPublished(t, h, v, true)
+	assertPublished(t, h, v)
 	assertFiles(t, v.Target, appFiles("v1"))
 	writes := map[string]func() error{
 		"create a file":    func() error { return os.WriteFile(filepath.Join(v.Target, "new"), []byte("x"), 0o600) },
@@ -32,9 +32,9 @@ func TestReadOnlyPublish(t *testing.T) {
 	}
 
 	writeApp(h, "v2")
-	publish(t, h, v, appClass, true)
+	publish(t, h, v, appClass)
 
-	assertPublished(t, h, v, true)
+	assertPublished(t, h, v)
 	assertFiles(t, v.Target, appFiles("v2"))
 	assertTidy(t, v.Target)
 	if rec := mustRecord(t, h, v); !rec.ReadOnly || rec.Generation != 2 {

@@ -19,18 +19,18 @@ import (
 func TestRepublishUnchanged(t *testing.T) {
 	h := startApp(t)
 	v := h.NewVolume("secrets")
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 	gen := generation(t, v.Target)
 	before := mustRecord(t, h, v)
 
 	for range 3 {
-		publish(t, h, v, appClass, false)
+		publish(t, h, v, appClass)
 	}
 
 	if got := generation(t, v.Target); got != gen {
 		t.Errorf("..data -> %s after republishing unchanged content, want the unchanged %s", got, gen)
 	}
-	assertPublished(t, h, v, false)
+	assertPublished(t, h, v)
 	assertFiles(t, v.Target, appFiles("v1"))
 	assertTidy(t, v.Target)
 	after := mustRecord(t, h, v)
@@ -47,12 +47,12 @@ func TestRepublishUnchanged(t *testing.T) {
 func TestRepublishChanged(t *testing.T) {
 	h := startApp(t)
 	v := h.NewVolume("secrets")
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 	gen1 := generation(t, v.Target)
 	rec1 := mustRecord(t, h, v)
 
 	writeApp(h, "v2")
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 
 	gen2 := generation(t, v.Target)
 	if gen2 == gen1 {
@@ -62,7 +62,7 @@ func TestRepublishChanged(t *testing.T) {
 	if retired := assertTidy(t, v.Target); len(retired) > 1 || (len(retired) == 1 && retired[0] != gen1) {
 		t.Errorf("retired generations %v, want at most the previous one, %s", retired, gen1)
 	}
-	assertPublished(t, h, v, false)
+	assertPublished(t, h, v)
 	rec2 := mustRecord(t, h, v)
 	if rec2.Generation != 2 || !rec2.LastChange.After(rec1.LastChange) {
 		t.Errorf("record generation %d lastChange %v, want 2 and later than %v", rec2.Generation, rec2.LastChange, rec1.LastChange)
@@ -78,15 +78,15 @@ func TestRepublishChanged(t *testing.T) {
 func TestRepublishRemovesRetiredGeneration(t *testing.T) {
 	h := startApp(t)
 	v := h.NewVolume("secrets")
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 	gen1 := generation(t, v.Target)
 	writeApp(h, "v2")
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 	gen2 := generation(t, v.Target)
 
 	start := time.Now()
 	for {
-		publish(t, h, v, appClass, false)
+		publish(t, h, v, appClass)
 		if _, err := os.Lstat(filepath.Join(v.Target, gen1)); errors.Is(err, fs.ErrNotExist) {
 			break
 		}
@@ -111,7 +111,7 @@ func TestRepublishRemovesRetiredGeneration(t *testing.T) {
 func TestRepublishObjectSetChanges(t *testing.T) {
 	h := startApp(t)
 	v := h.NewVolume("secrets")
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 
 	h.WriteObject("extra/cert.pem", "pem")
 	h.WriteClass(appClass, `- objectName: db/password
@@ -122,7 +122,7 @@ func TestRepublishObjectSetChanges(t *testing.T) {
   filePermission: "0440"
 - objectName: config/app.yaml
 `)
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 
 	want := appFiles("v1")
 	delete(want, "api-token")
@@ -146,43 +146,46 @@ const retiredGenerationDeadline = 60 * time.Second
 func TestRepublishKeepsFilesWhenRefreshFails(t *testing.T) {
 	tests := []struct {
 		name   string
-		spoil  func(h *harness.Harness)
-		repair func(h *harness.Harness)
+		spoil  func(t *testing.T, h *harness.Harness)
+		repair func(t *testing.T, h *harness.Harness)
 	}{
 		{
 			name:   "object removed from the store",
-			spoil:  func(h *harness.Harness) { h.RemoveObject("api-token") },
-			repair: func(h *harness.Harness) { writeApp(h, "v2") },
+			spoil:  func(t *testing.T, h *harness.Harness) { h.RemoveObject("api-token") },
+			repair: func(t *testing.T, h *harness.Harness) { writeApp(h, "v2") },
 		},
 		{
 			name:   "class deleted",
-			spoil:  func(h *harness.Harness) { h.RemoveClass(appClass) },
-			repair: func(h *harness.Harness) { h.WriteClass(appClass, appObjects); writeApp(h, "v2") },
+			spoil:  func(t *testing.T, h *harness.Harness) { h.RemoveClass(appClass) },
+			repair: func(t *testing.T, h *harness.Harness) { h.WriteClass(appClass, appObjects); writeApp(h, "v2") },
 		},
 		{
-			name: "class names a provider with no socket",
-			spoil: func(h *harness.Harness) {
-				h.WriteClassFor(appClass, "vault", map[string]string{"objects": appObjects})
+			// The class keeps its provider (changing it is AlreadyExists, see
+			// TestRepublishConflicts); the provider's socket goes away.
+			name:  "provider socket gone",
+			spoil: func(t *testing.T, h *harness.Harness) { mustRename(t, providerSocket(h), providerSocket(h)+".away") },
+			repair: func(t *testing.T, h *harness.Harness) {
+				mustRename(t, providerSocket(h)+".away", providerSocket(h))
+				writeApp(h, "v2")
 			},
-			repair: func(h *harness.Harness) { h.WriteClass(appClass, appObjects); writeApp(h, "v2") },
 		},
 		{
 			name:   "objects parameter invalid",
-			spoil:  func(h *harness.Harness) { h.WriteClass(appClass, "- objectName: /etc/passwd\n") },
-			repair: func(h *harness.Harness) { h.WriteClass(appClass, appObjects); writeApp(h, "v2") },
+			spoil:  func(t *testing.T, h *harness.Harness) { h.WriteClass(appClass, "- objectName: /etc/passwd\n") },
+			repair: func(t *testing.T, h *harness.Harness) { h.WriteClass(appClass, appObjects); writeApp(h, "v2") },
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := startApp(t)
 			v := h.NewVolume("secrets")
-			publish(t, h, v, appClass, false)
+			publish(t, h, v, appClass)
 			gen := generation(t, v.Target)
 
-			tt.spoil(h)
-			publish(t, h, v, appClass, false) // must succeed
+			tt.spoil(t, h)
+			publish(t, h, v, appClass) // must succeed
 
-			assertPublished(t, h, v, false)
+			assertPublished(t, h, v)
 			assertFiles(t, v.Target, appFiles("v1"))
 			if got := generation(t, v.Target); got != gen {
 				t.Errorf("..data -> %s after a failed refresh, want the unchanged %s", got, gen)
@@ -193,14 +196,26 @@ func TestRepublishKeepsFilesWhenRefreshFails(t *testing.T) {
 					rec.LastError, rec.LastErrorTime, rec.Generation)
 			}
 
-			tt.repair(h)
-			publish(t, h, v, appClass, false)
+			tt.repair(t, h)
+			publish(t, h, v, appClass)
 			assertFiles(t, v.Target, appFiles("v2"))
 			assertTidy(t, v.Target)
 			if rec := mustRecord(t, h, v); rec.LastError != "" || rec.Generation != 2 {
 				t.Errorf("record after recovery: lastError %q generation %d, want no error, generation 2", rec.LastError, rec.Generation)
 			}
 		})
+	}
+}
+
+// providerSocket is the local provider's socket the driver finds.
+func providerSocket(h *harness.Harness) string {
+	return filepath.Join(h.ProviderDir, harness.ProviderName+".sock")
+}
+
+func mustRename(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.Rename(from, to); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -13,10 +13,10 @@ import (
 func TestRestartThenUnpublish(t *testing.T) {
 	h := startApp(t)
 	v := h.NewVolume("secrets")
-	publish(t, h, v, appClass, false)
+	publish(t, h, v, appClass)
 
 	h.RestartDriver()
-	assertPublished(t, h, v, false)
+	assertPublished(t, h, v)
 	unpublish(t, h, v)
 
 	assertGone(t, h, v)
@@ -29,24 +29,24 @@ func TestRestartThenUnpublish(t *testing.T) {
 func TestRestartThenRepublish(t *testing.T) {
 	h := startApp(t)
 	v := h.NewVolume("secrets")
-	publish(t, h, v, appClass, true)
+	publish(t, h, v, appClass)
 	gen1 := generation(t, v.Target)
 	rec1 := mustRecord(t, h, v)
 
 	h.RestartDriver()
-	publish(t, h, v, appClass, true)
+	publish(t, h, v, appClass)
 	if got := generation(t, v.Target); got != gen1 {
 		t.Errorf("..data -> %s after an unchanged republish across a restart, want %s", got, gen1)
 	}
 
 	h.RestartDriver()
 	writeApp(h, "v2")
-	publish(t, h, v, appClass, true)
+	publish(t, h, v, appClass)
 
 	if got := generation(t, v.Target); got == gen1 {
 		t.Errorf("..data still -> %s after a changed republish across a restart", gen1)
 	}
-	assertPublished(t, h, v, true)
+	assertPublished(t, h, v)
 	assertFiles(t, v.Target, appFiles("v2"))
 	assertTidy(t, v.Target)
 	rec := mustRecord(t, h, v)
