@@ -128,13 +128,11 @@ func (m *Manager) RemoveTmpfs(v *Volume) error {
 	return nil
 }
 
-// unmount unmounts p with umount(2); a mount still busy is detached.
+// unmount detaches the mount at p with umount(2). A lazy unmount frees the
+// tmpfs as soon as nothing uses it any more, and spares the RCU grace period
+// a synchronous unmount waits for (milliseconds, most of an unpublish).
 func unmount(p string) error {
-	err := unix.Unmount(p, unix.UMOUNT_NOFOLLOW)
-	if errors.Is(err, unix.EBUSY) {
-		err = unix.Unmount(p, unix.UMOUNT_NOFOLLOW|unix.MNT_DETACH)
-	}
-	return err
+	return unix.Unmount(p, unix.UMOUNT_NOFOLLOW|unix.MNT_DETACH)
 }
 
 // Bind makes the target show the volume's data directory, read-only when
