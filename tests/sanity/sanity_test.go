@@ -1,6 +1,8 @@
 package sanity_test
 
 import (
+	"errors"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 	"github.com/onsi/gomega"
+	"google.golang.org/grpc"
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/tests/harness"
@@ -57,7 +60,11 @@ func TestSanity(t *testing.T) {
 	cfg.Address = h.Endpoint
 	cfg.TargetPath = filepath.Join(parent, "sanity")
 	cfg.StagingPath = filepath.Join(h.Dir, "staging") // unused: no STAGE_UNSTAGE_VOLUME
-	cfg.ControllerAddress = startInlineVolumes(t, h, filepath.Join(cfg.TargetPath, "target"))
+	// Kubelet's read-only flag and target path (kubelet_test.go).
+	kubelet := newKubeletPaths(cfg.TargetPath)
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(kubelet.intercept))
+	cfg.CheckPath = kubelet.checkPath
+	cfg.ControllerAddress = startInlineVolumes(t, h, kubelet.kubeletTarget)
 	cfg.TestVolumeParameters = map[string]string{driver.AttrClass: className}
 
 	sc := sanity.GinkgoTest(&cfg)
@@ -71,6 +78,29 @@ func TestSanity(t *testing.T) {
 	sc.Finalize()
 
 	checkReport(t, report)
+	checkKubeletTarget(t, h, kubelet)
+}
+
+// checkKubeletTarget checks that the specs published and unpublished at the
+// kubelet target the interceptor mapped csi-sanity's to, so that the
+// must-pass specs tested the driver's real target, and that nothing of it is
+// left: no mount below the kubelet root, no target directory.
+func checkKubeletTarget(t *testing.T, h *harness.Harness, k *kubeletPaths) {
+	t.Helper()
+	if k.published.Load() == 0 || k.unpublished.Load() == 0 {
+		t.Errorf("%d publishes and %d unpublishes at %s: the kubelet stand-in mapped none",
+			k.published.Load(), k.unpublished.Load(), k.kubeletTarget)
+	}
+	ms, err := harness.Mounts(h.TargetBase)
+	if err != nil {
+		t.Fatalf("read mount table: %v", err)
+	}
+	for _, m := range ms {
+		t.Errorf("left mounted after the suite: %s (%s)", m.Mountpoint, m.FSType)
+	}
+	if _, err := os.Lstat(k.kubeletTarget); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s still exists after the suite (lstat: %v)", k.kubeletTarget, err)
+	}
 }
 
 // checkReport fails the test when no spec passed, when a spec failed (RunSpecs

@@ -31,7 +31,7 @@ type inlineVolumes struct {
 	csi.UnimplementedIdentityServer
 
 	h      *harness.Harness
-	target string // the target path csi-sanity publishes to
+	target string // the kubelet target path the driver is asked to publish to
 }
 
 // startInlineVolumes serves an inlineVolumes on <h.Dir>/volumes.sock and
@@ -67,8 +67,9 @@ func (v *inlineVolumes) ControllerGetCapabilities(context.Context, *csi.Controll
 }
 
 // CreateVolume returns the inline volume named req.Name of the pod owning
-// the sanity target path: kubelet's volume ID and kubelet's volume context
-// for the class named in the volume parameters.
+// the target path: kubelet's volume ID and kubelet's volume context for the
+// class named in the volume parameters. The context's pod UID is the one in
+// the target path, which the driver checks.
 func (v *inlineVolumes) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	if req.GetName() == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume name is empty")
@@ -81,7 +82,7 @@ func (v *inlineVolumes) CreateVolume(_ context.Context, req *csi.CreateVolumeReq
 	id := harness.VolumeID(pod.UID, req.GetName())
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:      id,
-		VolumeContext: v.h.PublishRequest(id, v.target, class, false).GetVolumeContext(),
+		VolumeContext: v.h.PublishRequest(id, v.target, class, true).GetVolumeContext(),
 	}}, nil
 }
 
