@@ -91,10 +91,13 @@ func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishReques
 			return o, err
 		}
 		defer d.cleanUpAfterPanic(v, p)
+	} else if err := d.deps.Volumes.Bind(v, p.target, p.readOnly); err != nil {
+		// A republish re-binds a target someone unmounted, before anything
+		// is fetched, so the record never runs ahead of what the pod sees.
+		return o, err
 	}
 	rec, changed, err := d.fetchAndWrite(ctx, v, spc, p, mreq, prev)
-	if err == nil {
-		// A republish re-binds a target someone unmounted.
+	if err == nil && prev == nil {
 		err = d.deps.Volumes.Bind(v, p.target, p.readOnly)
 	}
 	if err != nil {
