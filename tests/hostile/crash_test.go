@@ -107,7 +107,7 @@ func TestDriverSIGKILLedDuringRepublishes(t *testing.T) {
 		version.Store(int64(want))
 		kill := i%crashKillEvery == 0
 		if kill {
-			delay.Store(int64(rng.Int64N(int64(crashMaxDelay))))
+			delay.Store(rng.Int64N(int64(crashMaxDelay)))
 			armed.Store(b.drv)
 		}
 		err := b.publishOnce(t, req)

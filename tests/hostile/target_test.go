@@ -93,18 +93,18 @@ func TestTargetNotKubeletShapedRefused(t *testing.T) {
 // created or mounted where the link points, although the whole path
 // exists there.
 func TestSymlinkedKubeletDirsRefused(t *testing.T) {
-	elems := []string{"pods", "<uid>", "volumes", "kubernetes.io~csi", "secrets", "mount"}
-	for i := range elems {
-		t.Run(elems[i], func(t *testing.T) {
+	levels := []string{"pods", "<uid>", "volumes", "kubernetes.io~csi", "secrets", "mount"}
+	for i := range levels {
+		t.Run(levels[i], func(t *testing.T) {
 			n := startNode(t, harness.Options{})
 			n.prov.set(answer(fileOf("ok", "v1")))
 			v := n.NewVolume("secrets")
-			real := strings.Split(strings.TrimPrefix(v.Target, n.TargetBase+"/"), "/")
-			link := filepath.Join(append([]string{n.TargetBase}, real[:i+1]...)...)
+			parts := strings.Split(strings.TrimPrefix(v.Target, n.TargetBase+"/"), "/")
+			link := filepath.Join(append([]string{n.TargetBase}, parts[:i+1]...)...)
 			// Where the link points, the rest of the path exists, so
 			// following it would work.
 			dest := filepath.Join(n.Dir, "elsewhere")
-			if err := os.MkdirAll(filepath.Join(append([]string{dest}, real[i+1:]...)...), 0o750); err != nil {
+			if err := os.MkdirAll(filepath.Join(append([]string{dest}, parts[i+1:]...)...), 0o750); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.RemoveAll(link); err != nil {
