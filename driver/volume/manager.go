@@ -225,7 +225,9 @@ func (m *Manager) BoundTo(v *Volume, t *targetpath.Target) (bool, error) {
 // and reported with unbound=false.
 func (m *Manager) Unbind(v *Volume, t *targetpath.Target) (unbound bool, err error) {
 	f, err := t.Open(false)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, targetpath.ErrSymlink) {
+		// Nothing there, a file, or a path through a symlink: not a mount
+		// of this volume, and nothing to touch.
 		return false, nil
 	}
 	if err != nil {

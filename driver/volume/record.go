@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -85,18 +86,39 @@ func decodeRecord(id string, data []byte) (*Record, error) {
 	return r, nil
 }
 
-// SaveRecord replaces the volume's record atomically.
+// SaveRecord replaces the volume's record atomically. Whatever holds the
+// record's name or its temporary name (a directory, a symlink) is removed
+// first, so a damaged record never stays unwritable.
 func (v *Volume) SaveRecord(r *Record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode volume record: %w", err)
 	}
 	tmp := filepath.Join(v.Dir, "."+recordFile+".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	dst := filepath.Join(v.Dir, recordFile)
+	if err := os.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("write volume record: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(v.Dir, recordFile)); err != nil {
+	if err := writeNew(tmp, data); err != nil {
+		return fmt.Errorf("write volume record: %w", err)
+	}
+	if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
+		if err := os.RemoveAll(dst); err != nil {
+			return fmt.Errorf("replace damaged volume record: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, dst); err != nil {
 		return fmt.Errorf("save volume record: %w", err)
 	}
 	return nil
+}
+
+// writeNew creates path, which must not exist, with data.
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Close())
 }
