@@ -20,7 +20,17 @@
 // root, provider sockets, the driver's state), a driver and a provider
 // process. Cleanup stops the processes (SIGTERM, then SIGKILL), unmounts
 // everything left under the node's directory and fails the test if a driver
-// or provider log holds a token or a nodePublishSecretRef value.
+// or provider log holds a secret value the node was given.
+//
+// Tokens in logs (CVE-2023-2878): every keymount process runs at -v=10 and
+// logs into one directory that outlives the tests. The tests register every
+// secret value they use: object contents, the service account tokens they
+// mint, nodePublishSecretRef data, values stored in moto, the data of the
+// Secrets they read. After the last test TestMain scans every log for them
+// (as is, base64, JSON-escaped or quoted, as a klog multi-line value, inside
+// hex dumps) and fails the run on any hit, naming the file, the line and
+// the value's label, never the value; it fails too when it had no value or
+// no byte of log to scan.
 //
 // The binaries are built and the control plane started once per package,
 // by the first test that needs them (so the setup runs under go test's

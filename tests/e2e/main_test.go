@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -62,10 +63,14 @@ var (
 	setupTB   = newMainTB("e2e setup")
 	setupErr  error
 	shared    *suite
+	// envUsed is set once a test asked for the environment: from then on
+	// the scan of the suite's logs must find something to scan.
+	envUsed atomic.Bool
 )
 
-// TestMain runs the tests, then stops what the package-wide setup started
-// and checks that no process and no mount was left behind.
+// TestMain runs the tests, then stops what the package-wide setup started,
+// checks that no process and no mount was left behind, and scans every log
+// the suite's processes wrote for the secret values the tests used.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if code != 0 {
@@ -76,6 +81,17 @@ func TestMain(m *testing.M) {
 	if setupTB.Failed() && code == 0 {
 		code = 1
 	}
+	if envUsed.Load() {
+		if err := scanSuiteLogs(os.Stderr); err != nil {
+			root, _ := suiteLogs.snapshot()
+			fmt.Fprintf(os.Stderr, "FAIL: e2e log scan:\n%v\nThe logs are kept in %s.\n", err, root)
+			os.Exit(1)
+		}
+	}
+	if err := suiteLogs.remove(); err != nil {
+		fmt.Fprintf(os.Stderr, "removing the suite's logs: %v\n", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 
@@ -84,6 +100,7 @@ func TestMain(m *testing.M) {
 // built or started; it never skips.
 func env(t *testing.T) *suite {
 	t.Helper()
+	envUsed.Store(true)
 	setupOnce.Do(func() {
 		setupErr = setupTB.run(func() { shared = setup(setupTB) })
 	})

@@ -59,13 +59,7 @@ type node struct {
 	csi        csi.NodeClient
 
 	mu        sync.Mutex
-	forbidden []forbiddenValue
-}
-
-// forbiddenValue is a value no log may contain: a token or a
-// nodePublishSecretRef value.
-type forbiddenValue struct {
-	value, what string
+	forbidden []secretValue
 }
 
 // nodeRegistry remembers every node the package started.
@@ -97,7 +91,8 @@ var allNodes nodeRegistry
 
 // startNode starts the local provider and the driver of a new node and
 // registers a cleanup that stops them, checks their logs for forbidden
-// values, unmounts whatever is left and removes the node's directory.
+// values, unmounts whatever is left and removes the node's directory. The
+// logs go to the suite's log directory, which TestMain scans at the end.
 func startNode(t *testing.T, opts nodeOptions) *node {
 	t.Helper()
 	s := env(t)
@@ -112,9 +107,14 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 	if dir, err = filepath.EvalSymlinks(dir); err != nil {
 		t.Fatal(err)
 	}
+	name := nodeName(t)
+	logDir, err := suiteLogs.dir(name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := &node{
 		s:                s,
-		name:             nodeName(t),
+		name:             name,
 		dir:              dir,
 		kubeletRoot:      filepath.Join(dir, "kubelet"),
 		providerRoot:     filepath.Join(dir, "objects"),
@@ -122,12 +122,12 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 		extraProviderDir: filepath.Join(dir, "etc-providers"),
 		stateDir:         filepath.Join(dir, "state"),
 		socket:           filepath.Join(dir, "csi.sock"),
-		driverLog:        filepath.Join(dir, "logs", "driver.log"),
-		providerLog:      filepath.Join(dir, "logs", "provider.log"),
+		driverLog:        filepath.Join(logDir, "driver.log"),
+		providerLog:      filepath.Join(logDir, "provider.log"),
 	}
 	allNodes.add(n.name, n.dir)
 	t.Cleanup(func() { n.cleanup(t) })
-	for _, d := range []string{n.kubeletRoot, n.providerRoot, n.providerDir, n.extraProviderDir, n.stateDir, filepath.Dir(n.driverLog)} {
+	for _, d := range []string{n.kubeletRoot, n.providerRoot, n.providerDir, n.extraProviderDir, n.stateDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 	t.Logf("node %s in %s", n.name, n.dir)
 
 	n.provider, err = startProcess("keymount-provider-local", n.providerLog, filepath.Join(s.bin, "keymount-provider-local"),
-		"--root="+n.providerRoot, "--provider-dir="+n.providerDir, "--name=local", "-v=5")
+		"--root="+n.providerRoot, "--provider-dir="+n.providerDir, "--name=local", logVerbosity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 		"--state-dir=" + n.stateDir,
 		"--tmpfs-size=4Mi",
 		"--kubeconfig=" + kubeconfig,
-		"-v=5",
+		logVerbosity,
 	}
 	if !opts.noSync {
 		n.driverArgs = append(n.driverArgs, "--sync-secrets")
@@ -243,39 +243,51 @@ func waitForSocket(ctx context.Context, path string, p *process) error {
 	}
 }
 
-// forbid records a value that must never appear in the node's logs.
+// forbid records a value that must never appear in the node's logs, nor
+// in any log of the suite (usedSecrets).
 func (n *node) forbid(value, what string) {
+	usedSecrets.add(what, value)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.forbidden = append(n.forbidden, forbiddenValue{value: value, what: what})
+	n.forbidden = append(n.forbidden, secretValue{label: what, value: value})
 }
 
 // forbiddenValues returns what forbid recorded.
-func (n *node) forbiddenValues() []forbiddenValue {
+func (n *node) forbiddenValues() []secretValue {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return slices.Clone(n.forbidden)
 }
 
-// checkLogs fails the test when a log holds a forbidden value (it names the
-// value's kind, never the value) or a panic.
+// checkLogs fails the test when a log of the node holds a forbidden value
+// (it names the value's kind, never the value) or a panic.
 func (n *node) checkLogs(t *testing.T) {
 	t.Helper()
-	forbidden := n.forbiddenValues()
 	for _, log := range []string{n.driverLog, n.providerLog} {
-		data, err := os.ReadFile(log)
-		if err != nil {
-			t.Errorf("reading %s: %v", log, err)
-			continue
-		}
-		for _, f := range forbidden {
-			if bytes.Contains(data, []byte(f.value)) {
-				t.Errorf("%s holds %s", filepath.Base(log), f.what)
-			}
-		}
-		if bytes.Contains(data, []byte("panic:")) || bytes.Contains(data, []byte("DATA RACE")) {
-			t.Errorf("%s reports a panic or a data race:\n%s", filepath.Base(log), tail(log, logTailLines))
-		}
+		n.checkLog(t, log)
+	}
+}
+
+// checkLog fails the test when the log at path holds a value forbid
+// recorded, in any spelling the suite's log scan looks for, or reports a
+// panic or a data race.
+func (n *node) checkLog(t *testing.T, path string) {
+	t.Helper()
+	hits, _, err := scanLog(path, filepath.Base(path), newNeedleIndex(n.forbiddenValues()))
+	if err != nil {
+		t.Errorf("reading %s: %v", path, err)
+		return
+	}
+	for _, h := range hits {
+		t.Errorf("a log holds a secret value: %s", h)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("reading %s: %v", path, err)
+		return
+	}
+	if bytes.Contains(data, []byte("panic:")) || bytes.Contains(data, []byte("DATA RACE")) {
+		t.Errorf("%s reports a panic or a data race:\n%s", filepath.Base(path), tail(path, logTailLines))
 	}
 }
 
@@ -311,9 +323,11 @@ func (n *node) cleanup(t *testing.T) {
 }
 
 // writeObject puts an object into the local provider's root, atomically
-// (a provider call reads the old or the new content).
+// (a provider call reads the old or the new content). Its content is a
+// secret: no log may hold it.
 func (n *node) writeObject(t *testing.T, name string, content []byte) {
 	t.Helper()
+	n.forbid(string(content), fmt.Sprintf("the content of object %q of node %s's local provider", name, n.name))
 	path := filepath.Join(n.providerRoot, filepath.FromSlash(name))
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -122,7 +123,8 @@ func (s *suite) podStatus(t *testing.T, pod *corev1.Pod, class string) *secretss
 	return st
 }
 
-// secret reads a Secret live; nil when there is none.
+// secret reads a Secret live; nil when there is none. Its data (except the
+// certificates) joins usedSecrets: no log may hold it.
 func (s *suite) secret(t *testing.T, namespace, name string) *corev1.Secret {
 	t.Helper()
 	sec, err := s.kube.CoreV1().Secrets(namespace).Get(t.Context(), name, metav1.GetOptions{})
@@ -131,6 +133,11 @@ func (s *suite) secret(t *testing.T, namespace, name string) *corev1.Secret {
 	}
 	if err != nil {
 		t.Fatalf("get Secret %s/%s: %v", namespace, name, err)
+	}
+	for k, v := range sec.Data {
+		if k != corev1.TLSCertKey && k != "ca.crt" { // certificates are public
+			usedSecrets.add(fmt.Sprintf("key %q of Secret %s/%s", k, namespace, name), string(v))
+		}
 	}
 	return sec
 }

@@ -55,8 +55,10 @@ func startProcess(name, logPath, binary string, args ...string) (*process, error
 }
 
 // startEnvProcess is startProcess with an explicit environment: a non-nil
-// env is exactly what the child gets, nothing inherited.
+// env is exactly what the child gets, nothing inherited. The log is
+// recorded for the scan of the suite's logs.
 func startEnvProcess(name, logPath, binary string, env []string, args ...string) (*process, error) {
+	suiteLogs.add(logPath)
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err

@@ -199,7 +199,7 @@ func TestNodePublishSecretRef(t *testing.T) {
 	for _, f := range n.forbiddenValues() {
 		for _, text := range texts {
 			if strings.Contains(text, f.value) {
-				t.Errorf("the pod status or an event holds %s", f.what)
+				t.Errorf("the pod status or an event holds %s", f.label)
 			}
 		}
 	}

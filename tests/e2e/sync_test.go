@@ -188,7 +188,7 @@ func TestSyncRefusesUnmanagedSecret(t *testing.T) {
 	ns := n.newNamespace(t)
 	theirs, err := n.s.kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "taken"},
-		StringData: map[string]string{"token": "someone else's"},
+		StringData: map[string]string{"token": "someone-else-" + randomHex(8)},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
