@@ -83,6 +83,11 @@ func decodeRecord(id string, data []byte) (*Record, error) {
 	if r.VolumeID != id {
 		return nil, fmt.Errorf("%w: the record in the directory of volume %s names volume %q", ErrCorruptRecord, id, r.VolumeID)
 	}
+	// A time JSON can carry but not encode (a zone offset of a day or more,
+	// a year past 9999) would make the record unsavable: rebuild it instead.
+	if _, err := json.Marshal(r); err != nil {
+		return nil, fmt.Errorf("%w of volume %s: %w", ErrCorruptRecord, id, err)
+	}
 	return r, nil
 }
 
