@@ -61,7 +61,7 @@ func (k *kubeletPaths) intercept(ctx context.Context, method string, req, reply 
 ) error {
 	switch r := req.(type) {
 	case *csi.NodePublishVolumeRequest:
-		c := proto.Clone(r).(*csi.NodePublishVolumeRequest)
+		c := proto.CloneOf(r)
 		c.Readonly = true
 		c.TargetPath = k.path(c.GetTargetPath())
 		if c.GetTargetPath() == k.kubeletTarget {
@@ -69,14 +69,14 @@ func (k *kubeletPaths) intercept(ctx context.Context, method string, req, reply 
 		}
 		req = c
 	case *csi.NodeUnpublishVolumeRequest:
-		c := proto.Clone(r).(*csi.NodeUnpublishVolumeRequest)
+		c := proto.CloneOf(r)
 		c.TargetPath = k.path(c.GetTargetPath())
 		if c.GetTargetPath() == k.kubeletTarget {
 			k.unpublished.Add(1)
 		}
 		req = c
 	case *csi.NodeGetVolumeStatsRequest:
-		c := proto.Clone(r).(*csi.NodeGetVolumeStatsRequest)
+		c := proto.CloneOf(r)
 		c.VolumePath = k.path(c.GetVolumePath())
 		req = c
 	}
