@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs the benchmarks and records the result in BENCHMARKS.md.
 #
-# The run (command line, date, go version, CPU model and go test's raw
-# output) replaces the part of BENCHMARKS.md between the two marker comments
-# below; anything else in the file (targets, analysis) is kept. The file is
-# created when it does not exist, and left alone when a benchmark fails.
+# Every benchmark runs BENCH_COUNT times (three by default). The run (command
+# line, date, go version, CPU model, the median of every metric of every
+# benchmark over its runs, and go test's raw output) replaces the part of
+# BENCHMARKS.md between the two marker comments below; anything else in the
+# file (targets, analysis) is kept. The file is created when it does not
+# exist, and left alone when a benchmark fails.
 #
 # Usage: hack/bench.sh   (normally through `make bench`)
 # Environment:
@@ -12,7 +14,7 @@
 #                   pattern whose directory does not exist yet is skipped
 #   BENCH           -bench regexp (default .)
 #   BENCHTIME       -benchtime (default: go test's, 1s)
-#   BENCH_COUNT     -count (default 1)
+#   BENCH_COUNT     -count, runs of each benchmark (default 3)
 #   BENCH_OUT       file to update (default BENCHMARKS.md at the repo root)
 set -euo pipefail
 
@@ -37,7 +39,8 @@ if [[ ${#pkgs[@]} -eq 0 ]]; then
 	exit 1
 fi
 
-args=(test -run '^$' -bench "${BENCH:-.}" -benchmem -count "${BENCH_COUNT:-1}")
+count=${BENCH_COUNT:-3}
+args=(test -run '^$' -bench "${BENCH:-.}" -benchmem -count "$count")
 if [[ -n "${BENCHTIME:-}" ]]; then
 	args+=(-benchtime "$BENCHTIME")
 fi
@@ -60,6 +63,47 @@ done
 raw=$(mktemp)
 section=$(mktemp)
 trap 'rm -f "$raw" "$section"' EXIT
+
+# medians prints a Markdown table of the median of every metric of every
+# benchmark in go test's output on stdin, over its runs: one row per
+# benchmark, in the order of the output, metrics in the order go test prints
+# them.
+medians() {
+	awk -v OFS='\t' '
+		/^pkg: / { pkg = substr($0, 6); sub(/^github\.com\/keymount\/keymount\//, "", pkg); next }
+		/^Benchmark/ && $2 ~ /^[0-9]+$/ && NF >= 4 {
+			id = pkg " " $1
+			if (!(id in order)) order[id] = ++benches
+			for (i = 3; i < NF; i += 2) print order[id], (i - 1) / 2, pkg, $1, $(i + 1), $i
+		}
+	' | sort -t$'\t' -k1,1n -k2,2n -k6,6g | awk -F'\t' '
+		function num(v) {
+			if (v == int(v)) return sprintf("%.0f", v) # %d overflows at 2^31 in mawk
+			if (v >= 100) return sprintf("%.1f", v)
+			return sprintf("%.3g", v)
+		}
+		function flush() {
+			if (key == "") return
+			m = (k % 2) ? vals[(k + 1) / 2] : (vals[k / 2] + vals[k / 2 + 1]) / 2
+			row[bench] = row[bench] (row[bench] == "" ? "" : ", ") num(m) " " unit
+			runs[bench] = k
+		}
+		{
+			if ($1 SUBSEP $2 != key) {
+				flush()
+				key = $1 SUBSEP $2; k = 0; bench = $1; unit = $5
+				pkgs[$1] = $3; names[$1] = $4
+			}
+			vals[++k] = $6
+		}
+		END {
+			flush()
+			print "| package | benchmark | runs | median of each metric |"
+			print "|---|---|---|---|"
+			for (b = 1; b in names; b++) print "| " pkgs[b] " | `" names[b] "` | " runs[b] " | " row[b] " |"
+		}
+	'
+}
 
 echo "bench: $cmdline" >&2
 # Show the output as it comes and keep it. Packages without benchmarks just
@@ -84,6 +128,12 @@ ncpu=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')
 		if [[ -n "$(git status --porcelain 2>/dev/null)" ]]; then rev="$rev (with uncommitted changes)"; fi
 		echo "- commit: $rev"
 	fi
+	echo
+	echo "Medians over the runs of each benchmark (\`-count $count\`):"
+	echo
+	medians <"$raw"
+	echo
+	echo "Raw output:"
 	echo
 	echo '```'
 	cat "$raw"

@@ -70,7 +70,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.additionalDirs, "additional-provider-dirs", "/etc/kubernetes/secrets-store-csi-providers", "comma-separated provider socket directories searched before --provider-dir")
 	fs.StringVar(&cfg.driver.KubeletRootDir, "kubelet-root-dir", targetpath.DefaultKubeletRoot, "kubelet's --root-dir: every target path must lie below it, in kubelet's layout")
 	fs.IntVar(&cfg.driver.ProviderConcurrency, "provider-concurrency", driver.DefaultProviderConcurrency, "provider calls (and writes of their responses) running at once")
-	fs.StringVar(&cfg.inflightBytes, "provider-inflight-bytes", "64Mi", "provider response bytes held at once; each call reserves --provider-max-recv-size of it")
+	fs.StringVar(&cfg.inflightBytes, "provider-inflight-bytes", resource.NewQuantity(driver.DefaultProviderInflightBytes, resource.BinarySI).String(), "provider response bytes held at once; each call reserves --provider-max-recv-size of it")
 	fs.StringVar(&cfg.healthAddr, "health-addr", "", "address serving /healthz and /readyz over HTTP (e.g. :9809); empty: off")
 	fs.DurationVar(&cfg.providerTimeout, "provider-timeout", 60*time.Second, "deadline of one provider call; keep it below kubelet's 2 minutes")
 	fs.IntVar(&cfg.providerMaxRecv, "provider-max-recv-size", 4<<20, "largest provider response accepted, in bytes")
