@@ -43,12 +43,12 @@ func newMountFlags(cfg *mountConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.className, "class", "", "the class to mount: required with --kubeconfig, and when the file holds several")
 	fs.StringVar(&cfg.pod.Name, "pod-name", "keymount-cli", "the pod name the provider is told")
 	fs.StringVar(&cfg.pod.Namespace, "pod-namespace", "default", "the pod namespace the provider is told, and with --kubeconfig the class's namespace; when not given, a class file's metadata.namespace or the kubeconfig context's namespace sets it")
-	fs.StringVar(&cfg.pod.UID, "pod-uid", "", "the pod UID the provider is told; random when not given")
+	fs.StringVar(&cfg.pod.UID, "pod-uid", "", "the pod UID the provider is told; derived from --target when not given (a refresh keeps the UID of the first mount)")
 	fs.StringVar(&cfg.pod.ServiceAccount, "service-account", "default", "the service account name the provider is told")
 	fs.StringVar(&cfg.providerDir, "provider-dir", defaultProviderDir, "the `dir`ectory of provider sockets <provider>.sock")
 	fs.StringVar(&cfg.localRoot, "local-root", "", "serve the local provider in-process from `dir` (searched before --provider-dir)")
-	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir, "the `dir`ectory holding each volume's tmpfs and record; unmount needs the same")
-	fs.BoolVar(&cfg.readOnly, "read-only", false, "mount read-only, like a pod volume with readOnly: true")
+	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir, "the `dir`ectory holding each volume's tmpfs, record and private kubelet-style mount; unmount needs the same")
+	fs.BoolVar(&cfg.readOnly, "read-only", true, "always on: the mount is read-only, as a secrets volume of a pod (readOnly: true) must be; --read-only=false is refused")
 	fs.DurationVar(&cfg.timeout, "timeout", 60*time.Second, "give up after this long")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print the driver's and provider's logs on stderr")
 	fs.Usage = func() {
@@ -57,8 +57,10 @@ func newMountFlags(cfg *mountConfig, out io.Writer) *flag.FlagSet {
 
 Mounts the secrets of a SecretProviderClass on DIR through keymount's publish
 pipeline: a private tmpfs, files written atomically, user-visible names as
-symlinks into ..data. The mount stays after keymount exits; remove it with
-"keymount unmount DIR". Needs root.
+symlinks into ..data. The driver publishes, as for a pod, into a private
+kubelet-style directory under --state-dir; DIR is a read-only bind mount of
+it. The mount stays after keymount exits; remove it with "keymount unmount
+DIR". Mounting DIR again refreshes it. Needs root.
 
 With --kubeconfig, the class NAME is read from the cluster's API server, in
 --pod-namespace, instead of from a file. It is a dry run: only the class is
@@ -101,9 +103,9 @@ func (c *mountConfig) complete() error {
 		return usageErrorf("mount: --timeout must be positive")
 	case c.pod.Name == "" || c.pod.Namespace == "" || c.pod.ServiceAccount == "":
 		return usageErrorf("mount: --pod-name, --pod-namespace and --service-account must not be empty")
-	}
-	if c.pod.UID == "" {
-		c.pod.UID = session.NewPodUID()
+	case !c.readOnly:
+		return usageErrorf("mount: --read-only=false is not supported: keymount mounts secrets read-only, " +
+			"as the driver requires readOnly: true of every secrets volume")
 	}
 	var err error
 	for _, p := range []struct {
@@ -155,9 +157,18 @@ func runMount(ctx context.Context, cfg *mountConfig, stdout, stderr io.Writer) (
 	if err != nil {
 		return err
 	}
-	v := session.Volume{Class: src.spc.Name, Target: cfg.target, ReadOnly: cfg.readOnly}
+	v := session.Volume{Class: src.spc.Name, Target: cfg.target}
 	if err := s.Publish(ctx, cfg.pod, v); err != nil {
 		return newCallError(ctx, "mount", err)
+	}
+	if err := s.Bind(cfg.pod, cfg.target); err != nil {
+		if !refresh {
+			// A first mount that fails leaves nothing behind.
+			if uerr := s.Unpublish(ctx, cfg.target); uerr != nil {
+				err = errors.Join(err, newCallError(ctx, "clean up", uerr))
+			}
+		}
+		return err
 	}
 	if refresh {
 		if err := checkRefresh(s, cfg.target); err != nil {
@@ -234,18 +245,25 @@ func pickClass(classes []*secretsstorev1.SecretProviderClass, name, file string)
 }
 
 // checkTarget tells a refresh of a volume mounted before with this state
-// directory from a first mount, and refuses targets keymount must not
-// mount over.
+// directory from a first mount, refuses targets keymount must not mount
+// over, and settles the pod UID: a refresh keeps the first mount's, a first
+// mount without --pod-uid derives one from the target.
 func checkTarget(s *session.Session, cfg *mountConfig) (refresh bool, err error) {
 	prev, err := s.Record(cfg.target)
 	if err != nil {
 		return false, err
 	}
 	if prev == nil {
+		if cfg.pod.UID == "" {
+			cfg.pod.UID = session.PodUID(cfg.target)
+		}
 		return false, checkNewTarget(cfg.target)
 	}
-	if prev.ReadOnly != cfg.readOnly {
-		return false, fmt.Errorf("%s is mounted with --read-only=%t: unmount it first to change that", cfg.target, prev.ReadOnly)
+	switch {
+	case cfg.pod.UID == "":
+		cfg.pod.UID = prev.PodUID
+	case cfg.pod.UID != prev.PodUID:
+		return false, fmt.Errorf("%s is mounted with --pod-uid %s: unmount it first to change that", cfg.target, prev.PodUID)
 	}
 	return true, nil
 }

@@ -35,8 +35,20 @@ func TestMountThenUnmount(t *testing.T) {
 		"config/app.properties": demoFiles["config/app.properties"],
 	})
 	checkMode(t, filepath.Join(e.target, "api-token"), 0o600)
-	if err := os.WriteFile(filepath.Join(e.target, "new"), nil, 0o644); err == nil {
-		t.Error("wrote into a read-only mount")
+	if err := os.WriteFile(filepath.Join(e.target, "new"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+		t.Errorf("write into the mount: %v, want EROFS", err)
+	}
+	// The driver published into the private kubelet layout, and the target
+	// is a read-only bind of that volume.
+	kubeletTargets := privateTargets(t, e)
+	if len(kubeletTargets) != 1 {
+		t.Fatalf("private kubelet targets %q, want one", kubeletTargets)
+	}
+	if got := mountsUnder(t, e.dir); !slices.Contains(got, e.target) || !slices.Contains(got, kubeletTargets[0]) {
+		t.Errorf("mounts %q lack the target %s or the kubelet target %s", got, e.target, kubeletTargets[0])
+	}
+	if !sameInode(t, e.target, kubeletTargets[0]) {
+		t.Errorf("%s does not show the volume published at %s", e.target, kubeletTargets[0])
 	}
 
 	out.Reset()
@@ -51,6 +63,9 @@ func TestMountThenUnmount(t *testing.T) {
 	}
 	if m := mountsUnder(t, e.dir); len(m) > 0 {
 		t.Errorf("still mounted after unmount: %q", m)
+	}
+	if left := privateDirs(t, e); len(left) > 0 {
+		t.Errorf("private kubelet dirs left after unmount: %q", left)
 	}
 
 	out.Reset()
@@ -74,10 +89,27 @@ func TestMountAgainRefreshes(t *testing.T) {
 	}
 	checkFiles(t, e.target, map[string]string{"api-token": "test-token-rotated\n"})
 
-	// The read-only flag of a mounted volume does not change on a refresh.
-	if err := mountCommand(t.Context(), e.mountArgs("--read-only"), &out, &out); err == nil || !strings.Contains(err.Error(), "unmount it first") {
-		t.Errorf("refresh with another --read-only: err = %v, want a refusal", err)
+	// Read-only is always on (it replaces the former check that a refresh
+	// keeps the first mount's --read-only): a writable mount is refused.
+	var uerr *usageError
+	if err := mountCommand(t.Context(), e.mountArgs("--read-only=false"), &out, &out); !errors.As(err, &uerr) ||
+		!strings.Contains(err.Error(), "--read-only=false is not supported") {
+		t.Errorf("refresh with --read-only=false: err = %v, want a usage error", err)
 	}
+	// The pod UID of a mounted volume does not change on a refresh.
+	if err := mountCommand(t.Context(), e.mountArgs("--pod-uid", "another"), &out, &out); err == nil || !strings.Contains(err.Error(), "unmount it first") {
+		t.Errorf("refresh with another --pod-uid: err = %v, want a refusal", err)
+	}
+	checkFiles(t, e.target, map[string]string{"api-token": "test-token-rotated\n"})
+
+	// A target unmounted by hand is bound again by the next refresh.
+	if err := unix.Unmount(e.target, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountCommand(t.Context(), e.mountArgs(), &out, &out); err != nil {
+		t.Fatalf("refresh of an unmounted target: %v", err)
+	}
+	checkFiles(t, e.target, map[string]string{"api-token": "test-token-rotated\n"})
 
 	// A refresh that fails keeps the files and says so.
 	if err := os.Remove(filepath.Join(e.root, "api-token")); err != nil {
@@ -177,6 +209,12 @@ func TestMountErrors(t *testing.T) {
 		},
 		wantInErr: []string{"--kubeconfig", "nope", "no such file or directory"},
 	}, {
+		name:      "--read-only=false",
+		class:     demoClass,
+		args:      func(e *env) []string { return e.mountArgs("--read-only=false") },
+		usage:     true,
+		wantInErr: []string{"--read-only=false is not supported", "read-only"},
+	}, {
 		name:      "no --target",
 		class:     demoClass,
 		args:      func(e *env) []string { return []string{"-f", e.classFile} },
@@ -264,6 +302,42 @@ func checkNothingMounted(t *testing.T, e *env) {
 	if len(vols) > 0 {
 		t.Errorf("volumes left in the state dir: %v", vols)
 	}
+	if left := privateDirs(t, e); len(left) > 0 {
+		t.Errorf("private kubelet dirs left in the state dir: %q", left)
+	}
+}
+
+// privateTargets lists the kubelet-style targets in e's state dir.
+func privateTargets(t *testing.T, e *env) []string {
+	t.Helper()
+	found, err := filepath.Glob(filepath.Join(e.stateDir, "kubelet", "pods", "*", "volumes", "kubernetes.io~csi", "*", "mount"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// privateDirs lists what is left below the private kubelet root's pods dir.
+func privateDirs(t *testing.T, e *env) []string {
+	t.Helper()
+	found, err := filepath.Glob(filepath.Join(e.stateDir, "kubelet", "pods", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// sameInode reports whether a and b are the same directory.
+func sameInode(t *testing.T, a, b string) bool {
+	t.Helper()
+	var sa, sb unix.Stat_t
+	if err := unix.Stat(a, &sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat(b, &sb); err != nil {
+		t.Fatal(err)
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
 
 func checkFiles(t *testing.T, dir string, want map[string]string) {

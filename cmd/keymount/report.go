@@ -26,12 +26,8 @@ func printMounted(w io.Writer, cfg *mountConfig, src *classSource) error {
 	if err != nil {
 		return fmt.Errorf("list mounted files: %w", err)
 	}
-	ro := ""
-	if cfg.readOnly {
-		ro = " (read-only)"
-	}
-	_, _ = fmt.Fprintf(w, "mounted %d %s of SecretProviderClass %q (provider %q) at %s%s\n",
-		len(files), plural(len(files), "file"), spc.Name, spc.Spec.Provider, cfg.target, ro)
+	_, _ = fmt.Fprintf(w, "mounted %d %s of SecretProviderClass %q (provider %q) at %s (read-only)\n",
+		len(files), plural(len(files), "file"), spc.Name, spc.Spec.Provider, cfg.target)
 	width := 1
 	for _, f := range files {
 		width = max(width, len(strconv.FormatInt(f.size, 10)))

@@ -31,9 +31,10 @@ func newUnmountFlags(cfg *unmountConfig, out io.Writer) *flag.FlagSet {
 	fs.Usage = func() {
 		_, _ = fmt.Fprint(fs.Output(), `Usage: keymount unmount DIR [flags]
 
-Unmounts DIR, mounted by "keymount mount", through keymount's unpublish
-pipeline: the bind mount, the volume's tmpfs and DIR itself go. Unmounting a
-directory that is not mounted succeeds. Needs root.
+Unmounts DIR, mounted by "keymount mount": the read-only bind mount on DIR
+and DIR itself go, then keymount's unpublish pipeline removes the volume from
+its private kubelet-style directory and its tmpfs. Unmounting a directory
+that is not mounted succeeds. Needs root.
 
 Flags:
 `)
@@ -86,6 +87,12 @@ func runUnmount(ctx context.Context, cfg *unmountConfig, stdout io.Writer) (err 
 	}
 	if rec == nil && mounted {
 		return fmt.Errorf("%s is mounted, but not by keymount with --state-dir %s: leaving it alone", cfg.target, cfg.stateDir)
+	}
+	if _, err := s.Unbind(cfg.target); err != nil {
+		if errors.Is(err, session.ErrTargetInUse) {
+			return fmt.Errorf("%s is mounted, but does not show the keymount volume of --state-dir %s: leaving it alone", cfg.target, cfg.stateDir)
+		}
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,5 +49,37 @@ func TestUnmountUsage(t *testing.T) {
 		if code := exitCode(err, &out); code != exitUsage {
 			t.Errorf("unmount %q: exit %d (%v), want %d", args, code, err, exitUsage)
 		}
+	}
+}
+
+// A foreign mount over a mounted keymount target is left alone, and so is
+// the volume under it; once it is gone, unmount removes the volume.
+func TestUnmountRefusesForeignMountOverTarget(t *testing.T) {
+	e := newEnv(t, demoClass)
+	var out bytes.Buffer
+	if err := mountCommand(t.Context(), e.mountArgs(), &out, &out); err != nil {
+		t.Fatalf("mount: %v", err)
+	}
+	if err := unix.Mount("tmpfs", e.target, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	before := mountsUnder(t, e.dir)
+
+	err := unmountCommand(t.Context(), []string{e.target, "--state-dir", e.stateDir}, &out, &out)
+
+	if err == nil || !strings.Contains(err.Error(), "leaving it alone") {
+		t.Fatalf("unmount under a foreign mount: err = %v, want a refusal", err)
+	}
+	if after := mountsUnder(t, e.dir); !slices.Equal(before, after) {
+		t.Errorf("mounts = %q, want them unchanged: %q", after, before)
+	}
+	if err := unix.Unmount(e.target, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := unmountCommand(t.Context(), []string{e.target, "--state-dir", e.stateDir}, &out, &out); err != nil {
+		t.Fatalf("unmount: %v", err)
+	}
+	if m := mountsUnder(t, e.dir); len(m) > 0 {
+		t.Errorf("still mounted after unmount: %q", m)
 	}
 }

@@ -20,6 +20,10 @@ import (
 	"github.com/keymount/keymount/driver/volume"
 )
 
+// kubeletDir is the state directory's subdirectory standing in for
+// kubelet's root directory.
+const kubeletDir = "kubelet"
+
 // maxSocketPath is the longest path a unix socket address holds (sun_path
 // is 108 bytes including the terminating NUL).
 const maxSocketPath = 107
@@ -28,8 +32,10 @@ const maxSocketPath = 107
 type Config struct {
 	// Version is reported by the in-process driver and provider.
 	Version string
-	// StateDir holds each volume's tmpfs and record. Publish and unpublish
-	// of one volume must use the same StateDir.
+	// StateDir holds each volume's tmpfs and record, and the private
+	// kubelet layout (StateDir/kubelet) the driver publishes into. Publish
+	// and unpublish of one volume must use the same StateDir. It must be
+	// absolute.
 	StateDir string
 	// TmpfsSize caps each volume's tmpfs, in bytes; zero means
 	// volume.DefaultSizeBytes.
@@ -51,11 +57,12 @@ type Config struct {
 // Session is an in-process driver, and optionally a local provider, with a
 // CSI client connected to the driver.
 type Session struct {
-	tmp       string
-	volumes   *volume.Manager
-	providers *providerclient.Client
-	conn      *grpc.ClientConn
-	node      csi.NodeClient
+	tmp         string
+	kubeletRoot string // the private kubelet root dir, StateDir/kubelet
+	volumes     *volume.Manager
+	providers   *providerclient.Client
+	conn        *grpc.ClientConn
+	node        csi.NodeClient
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -80,7 +87,7 @@ func Start(cfg Config) (*Session, error) {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &Session{tmp: tmp, volumes: volumes, stop: stop}
+	s := &Session{tmp: tmp, kubeletRoot: filepath.Join(cfg.StateDir, kubeletDir), volumes: volumes, stop: stop}
 	if err := s.start(ctx, cfg); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
@@ -115,6 +122,9 @@ func (s *Session) startDriver(ctx context.Context, cfg Config, providerDirs []st
 		NodeID:      nodeID(),
 		Endpoint:    "unix://" + sock,
 		ProviderDir: cfg.ProviderDir,
+		// The driver publishes only into kubelet's layout: the session
+		// keeps one of its own and binds the volume onto the user's target.
+		KubeletRootDir: s.kubeletRoot,
 	}, driver.Deps{
 		// No Cluster: a session writes nothing to an API server.
 		Classes:   cfg.Classes,

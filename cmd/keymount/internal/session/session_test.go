@@ -22,11 +22,14 @@ func TestVolumeID(t *testing.T) {
 	}
 }
 
-func TestNewPodUID(t *testing.T) {
-	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
-	a, b := NewPodUID(), NewPodUID()
-	if !uuid.MatchString(a) || a == b {
-		t.Errorf("NewPodUID() = %q, then %q: want distinct version 4 UUIDs", a, b)
+func TestPodUID(t *testing.T) {
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	a, b := PodUID("/mnt/a"), PodUID("/mnt/b")
+	if a != PodUID("/mnt/a") {
+		t.Error("PodUID is not deterministic")
+	}
+	if !uuid.MatchString(a) || !uuid.MatchString(b) || a == b {
+		t.Errorf("PodUID(/mnt/a) = %q, PodUID(/mnt/b) = %q: want distinct UUIDs", a, b)
 	}
 }
 
