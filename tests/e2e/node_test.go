@@ -154,6 +154,7 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 		"--provider-dir=" + n.providerDir,
 		"--additional-provider-dirs=" + n.extraProviderDir,
 		"--state-dir=" + n.stateDir,
+		"--kubelet-root-dir=" + n.kubeletRoot,
 		"--tmpfs-size=4Mi",
 		"--kubeconfig=" + kubeconfig,
 		logVerbosity,
