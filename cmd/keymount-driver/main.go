@@ -25,6 +25,7 @@ import (
 	"github.com/keymount/keymount/driver/cluster"
 	"github.com/keymount/keymount/driver/providerclient"
 	"github.com/keymount/keymount/driver/targetpath"
+	"github.com/keymount/keymount/internal/logredact"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -47,6 +48,7 @@ type config struct {
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
 	ctrllog.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cfg)

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/provider/local"
 	"github.com/keymount/keymount/provider/server"
 )
@@ -28,6 +29,7 @@ type config struct {
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cfg)
 	stop()

@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/internal/logredact"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -44,6 +46,7 @@ const (
 )
 
 func main() {
+	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
