@@ -31,6 +31,12 @@ func TestParseFlags(t *testing.T) {
 func TestRunBadConfig(t *testing.T) {
 	root := t.TempDir()
 	dir := t.TempDir()
+	// The provider kit creates a missing socket directory; one below a
+	// regular file cannot be created.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -39,12 +45,16 @@ func TestRunBadConfig(t *testing.T) {
 		{"no root", []string{"--provider-dir=" + dir}, "--root is required"},
 		{"missing root", []string{"--root=" + filepath.Join(root, "nope"), "--provider-dir=" + dir}, "no such file or directory"},
 		{"bad name", []string{"--root=" + root, "--provider-dir=" + dir, "--name=a.b"}, `provider name "a.b" must match`},
-		{"missing provider dir", []string{"--root=" + root, "--provider-dir=" + filepath.Join(dir, "nope")}, "listen"},
+		{"provider dir cannot be created", []string{"--root=" + root, "--provider-dir=" + filepath.Join(file, "sub")}, "create socket directory"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), tc.args)
-			err := run(t.Context(), cfg)
+			// A config that wrongly starts serving ends with the deadline
+			// (and a nil error), not with the test binary's timeout.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			err := run(ctx, cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("run = %v, want an error containing %q", err, tc.want)
 			}
