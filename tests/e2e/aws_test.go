@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -280,48 +282,41 @@ func checkFiles(t *testing.T, target string, want map[string]string) {
 	}
 }
 
-// checkAWSPodStatus checks that the pod status reports the volume mounted
+// checkAWSPodStatus waits until the pod status reports the volume mounted
 // and current, with exactly the given object versions by object ID.
 func checkAWSPodStatus(t *testing.T, n *node, pod *corev1.Pod, spc *secretsstorev1.SecretProviderClass, versions map[string]string) *secretsstorev1.SecretProviderClassPodStatus {
 	t.Helper()
-	st := n.s.podStatus(t, pod, spc.Name)
-	if st == nil {
-		t.Fatalf("no pod status %s", statusName(pod, spc.Name))
-	}
-	if !st.Status.Mounted || st.Status.TargetPath != n.targetPath(pod, "secrets") {
-		t.Errorf("pod status: mounted %v, target %q", st.Status.Mounted, st.Status.TargetPath)
-	}
-	conds := map[string]metav1.ConditionStatus{}
-	for _, c := range st.Status.Conditions {
-		conds[c.Type] = c.Status
-	}
 	wantConds := map[string]metav1.ConditionStatus{
 		secretsstorev1.ConditionMounted:       metav1.ConditionTrue,
 		secretsstorev1.ConditionCurrent:       metav1.ConditionTrue,
 		secretsstorev1.ConditionSecretsSynced: metav1.ConditionTrue,
 	}
-	if diff := cmp.Diff(wantConds, conds); diff != "" {
-		t.Errorf("pod status conditions (-want +got):\n%s", diff)
-	}
-	got := map[string]string{}
-	for _, o := range st.Status.Objects {
-		got[o.ID] = o.Version
-	}
-	if diff := cmp.Diff(versions, got); diff != "" {
-		t.Errorf("pod status object versions (-want +got):\n%s", diff)
-	}
-	return st
+	return n.s.waitForStatus(t, pod, spc.Name, func(st *secretsstorev1.SecretProviderClassPodStatus) error {
+		var errs []error
+		if !st.Status.Mounted || st.Status.TargetPath != n.targetPath(pod, "secrets") {
+			errs = append(errs, fmt.Errorf("mounted %v, target %q", st.Status.Mounted, st.Status.TargetPath))
+		}
+		conds := map[string]metav1.ConditionStatus{}
+		for _, c := range st.Status.Conditions {
+			conds[c.Type] = c.Status
+		}
+		if diff := cmp.Diff(wantConds, conds); diff != "" {
+			errs = append(errs, fmt.Errorf("conditions (-want +got):\n%s", diff))
+		}
+		got := map[string]string{}
+		for _, o := range st.Status.Objects {
+			got[o.ID] = o.Version
+		}
+		if diff := cmp.Diff(versions, got); diff != "" {
+			errs = append(errs, fmt.Errorf("object versions (-want +got):\n%s", diff))
+		}
+		return errors.Join(errs...)
+	})
 }
 
-// checkSyncedPassword checks the synced Secret's data and metadata.
+// checkSyncedPassword waits until the synced Secret holds exactly the
+// password, with keymount's metadata.
 func checkSyncedPassword(t *testing.T, n *node, ns, name, password string, pod *corev1.Pod) {
 	t.Helper()
-	sec := n.s.secret(t, ns, name)
-	if sec == nil {
-		t.Fatalf("Secret %s was not synced", name)
-	}
-	if diff := cmp.Diff(map[string][]byte{"password": []byte(password)}, sec.Data); diff != "" {
-		t.Errorf("Secret %s data (-want +got):\n%s", name, diff)
-	}
-	checkSyncedMeta(t, sec, "aws-app", pod)
+	n.s.waitForSecret(t, ns, name, syncedMeta("aws-app", pod), hasData(map[string][]byte{"password": []byte(password)}))
 }

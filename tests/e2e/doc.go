@@ -16,6 +16,13 @@
 // what the driver asked for: its list and watch requests must be
 // node-scoped.
 //
+// The driver answers kubelet before it writes pod statuses and synced
+// Secrets (from a queue, retried with backoff) and events: the tests wait
+// for what they expect to see, and a test that checks that something was
+// not written first waits for proof that the driver handled the call (the
+// expected state, its request in the audit log, or its log line about the
+// pod status).
+//
 // Each test runs its own node: a directory standing in for the host (kubelet
 // root, provider sockets, the driver's state), a driver and a provider
 // process. Cleanup stops the processes (SIGTERM, then SIGKILL), unmounts

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -18,22 +20,39 @@ func TestClassMissing(t *testing.T) {
 	ns := n.newNamespace(t)
 	pod := n.createPod(t, ns, "early-bird", secretsVolume{name: "secrets", class: "not-yet"})
 
+	from := n.s.auditMark(t)
 	err := n.publish(t, pod, "secrets")
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "not-yet") {
 		t.Errorf("NodePublishVolume with a missing class = %v, want FailedPrecondition naming the class not-yet", err)
 	}
 	n.checkNothingMounted(t, pod, "secrets")
+	n.s.waitForEvent(t, pod, corev1.EventTypeWarning, "SecretMountFailed", "not-yet")
 	if st := n.s.podStatus(t, pod, "not-yet"); st != nil {
 		t.Errorf("a failed first publish created pod status %s", st.Name)
 	}
-	n.s.waitForEvent(t, pod, corev1.EventTypeWarning, "SecretMountFailed", "not-yet")
 
 	content := []byte("late-" + randomHex(4))
 	n.writeObject(t, "late", content)
-	n.createClass(t, ns, "not-yet", "local", []object{{name: "late"}})
+	spc := n.createClass(t, ns, "not-yet", "local", []object{{name: "late"}})
 	n.mustPublish(t, pod, "secrets")
 	if got := readFile(t, n.targetPath(pod, "secrets"), "late"); got != string(content) {
 		t.Errorf("late = %q, want %q", got, content)
+	}
+	n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"late": content}})
+	// The driver writes pod statuses after answering, so the check above
+	// could have come before a late write for the failed publish. The
+	// audit log settles it: had the failed publish written a status, the
+	// driver would have written it twice (created, then updated for the
+	// success). It wrote it once: the success's create.
+	to := n.s.auditMark(t)
+	var writes []string
+	for _, e := range n.s.requestsBetween(t, driverUser, from, to) {
+		if isWrite(e) && aboutStatus(pod, "not-yet")(e) {
+			writes = append(writes, describe(e))
+		}
+	}
+	if len(writes) != 1 || !strings.HasPrefix(writes[0], "create ") || !strings.HasSuffix(writes[0], fmt.Sprintf(" -> %d", http.StatusCreated)) {
+		t.Errorf("the driver's writes of the pod status = %q, want one create (of the successful publish)", writes)
 	}
 	n.mustUnpublish(t, pod, "secrets")
 }
@@ -58,10 +77,10 @@ func TestProviderMissing(t *testing.T) {
 		}
 	}
 	n.checkNothingMounted(t, pod, "secrets")
+	n.s.waitForEvent(t, pod, corev1.EventTypeWarning, "SecretMountFailed", "nope")
 	if st := n.s.podStatus(t, pod, "elsewhere"); st != nil {
 		t.Errorf("a failed first publish created pod status %s", st.Name)
 	}
-	n.s.waitForEvent(t, pod, corev1.EventTypeWarning, "SecretMountFailed", "nope")
 }
 
 // checkNothingMounted checks that a failed first publish left no target and

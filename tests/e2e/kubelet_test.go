@@ -243,7 +243,10 @@ func (n *node) mustUnpublish(t *testing.T, pod *corev1.Pod, volume string) {
 // deletePod deletes a pod as the API server and kubelet do together: a
 // graceful delete marks it, kubelet unpublishes its volumes (when its node
 // is alive: unpublished lists them), then kubelet removes it with a grace
-// period of 0.
+// period of 0. Before that removal the test waits for the driver to delete
+// the pod statuses of the unpublished volumes, which it does after
+// answering: once the pod is gone the garbage collector would delete them
+// too, and a test could not tell who did.
 func (n *node) deletePod(t *testing.T, pod *corev1.Pod, unpublished ...string) {
 	t.Helper()
 	ctx := t.Context()
@@ -253,6 +256,7 @@ func (n *node) deletePod(t *testing.T, pod *corev1.Pod, unpublished ...string) {
 	}
 	for _, v := range unpublished {
 		n.mustUnpublish(t, pod, v)
+		n.s.waitForStatusGone(t, pod, csiSource(t, pod, v).VolumeAttributes[attrClass], "its volume was unpublished")
 	}
 	err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr(int64(0)),

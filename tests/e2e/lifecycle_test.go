@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 )
 
@@ -29,16 +31,11 @@ func TestPodDeletion(t *testing.T) {
 	n.mustPublish(t, first, "secrets")
 	n.mustPublish(t, second, "secrets")
 
-	sec := n.s.secret(t, ns, "shared")
-	if sec == nil {
-		t.Fatal("Secret shared was not synced")
-	}
-	checkSyncedMeta(t, sec, "shared", first, second)
+	n.s.waitForSecret(t, ns, "shared", syncedMeta("shared", first, second), hasData(map[string][]byte{"token": token}))
+	n.checkPodStatus(t, first, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": token},
+		synced: metav1.ConditionTrue})
 
-	n.deletePod(t, first, "secrets")
-	if st := n.s.podStatus(t, first, "shared"); st != nil {
-		t.Errorf("pod status %s still exists after its volume was unpublished", st.Name)
-	}
+	n.deletePod(t, first, "secrets") // waits for the pod status to go with the unpublish
 	waitFor(t, gcTimeout, "the garbage collector to drop the deleted pod's owner reference from Secret shared",
 		func(context.Context) (bool, error) {
 			sec := n.s.secret(t, ns, "shared")
@@ -48,7 +45,7 @@ func TestPodDeletion(t *testing.T) {
 			return slices.Equal(ownerUIDs(sec.OwnerReferences), uids(second)), nil
 		})
 	n.checkPodStatus(t, second, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": token},
-		synced: "True"})
+		synced: metav1.ConditionTrue})
 	if got := readFile(t, n.targetPath(second, "secrets"), "token"); got != string(token) {
 		t.Errorf("token of pod second = %q, want %q", got, token)
 	}
@@ -60,12 +57,19 @@ func TestPodDeletion(t *testing.T) {
 		})
 
 	// The node is back: kubelet unpublishes the volumes of pods it no
-	// longer has.
+	// longer has. The driver looks for the pod status to delete (a request
+	// the audit log shows) and must bring nothing back.
+	mark := n.s.auditMark(t)
 	n.mustUnpublish(t, second, "secrets")
+	n.s.waitForRequest(t, driverUser, mark, "the driver to look for the pod status of the unpublished volume",
+		aboutStatus(second, "shared"))
 	if ms := mountsUnder(t, n.dir); len(ms) > 0 {
 		t.Errorf("mounts left after the unpublish: %v", ms)
 	}
 	if sec := n.s.secret(t, ns, "shared"); sec != nil {
 		t.Errorf("the unpublish of a deleted pod brought Secret shared back: %v", fmt.Sprint(sec.OwnerReferences))
+	}
+	if st := n.s.podStatus(t, second, "shared"); st != nil {
+		t.Errorf("the unpublish of a deleted pod brought its pod status back: %s", st.Name)
 	}
 }

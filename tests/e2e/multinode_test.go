@@ -30,11 +30,7 @@ func TestSecretSharedAcrossNodes(t *testing.T) {
 	n1.mustPublish(t, p1, "secrets")
 	n2.mustPublish(t, p2, "secrets")
 
-	sec := n1.s.secret(t, ns, "fleet")
-	if sec == nil {
-		t.Fatal("Secret fleet was not synced")
-	}
-	checkSyncedMeta(t, sec, "fleet", p1, p2)
+	n1.s.waitForSecret(t, ns, "fleet", syncedMeta("fleet", p1, p2), hasData(map[string][]byte{"token": v1}))
 	n1.checkPodStatus(t, p1, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": v1}, synced: metav1.ConditionTrue})
 	n2.checkPodStatus(t, p2, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": v1}, synced: metav1.ConditionTrue})
 
@@ -44,11 +40,9 @@ func TestSecretSharedAcrossNodes(t *testing.T) {
 	}
 	n1.mustPublish(t, p1, "secrets")
 	n2.mustPublish(t, p2, "secrets")
-	sec = n1.s.secret(t, ns, "fleet")
-	if sec == nil || string(sec.Data["token"]) != string(v2) {
-		t.Fatalf("Secret fleet after the change = %v, want token %q", sec, v2)
-	}
-	checkSyncedMeta(t, sec, "fleet", p1, p2)
+	n1.checkPodStatus(t, p1, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": v2}, synced: metav1.ConditionTrue})
+	n2.checkPodStatus(t, p2, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": v2}, synced: metav1.ConditionTrue})
+	n1.s.waitForSecret(t, ns, "fleet", syncedMeta("fleet", p1, p2), hasData(map[string][]byte{"token": v2}))
 
 	n1.deletePod(t, p1, "secrets")
 	waitFor(t, gcTimeout, "the garbage collector to drop the deleted pod from Secret fleet", func(context.Context) (bool, error) {
@@ -75,6 +69,7 @@ func TestPodRecreatedOnAnotherNode(t *testing.T) {
 	spc := oldNode.createClass(t, ns, "db", "local", []object{{name: "password"}})
 	before := oldNode.createPod(t, ns, "db-0", secretsVolume{name: "secrets", class: "db"})
 	oldNode.mustPublish(t, before, "secrets")
+	oldNode.checkPodStatus(t, before, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"password": content}})
 
 	oldNode.deletePod(t, before) // the old node is slow: no unpublish yet
 	waitFor(t, gcTimeout, "the garbage collector to delete the removed pod's status", func(context.Context) (bool, error) {
@@ -84,13 +79,18 @@ func TestPodRecreatedOnAnotherNode(t *testing.T) {
 	newNode.mustPublish(t, after, "secrets")
 	newNode.checkPodStatus(t, after, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"password": content}})
 
+	mark := oldNode.logMark(t)
 	oldNode.mustUnpublish(t, before, "secrets")
+	// The old node's driver deletes the status after answering: wait for
+	// its word on it.
+	const kept = "pod status belongs to another pod, keeping it"
+	if got := oldNode.waitForStatusLogged(t, mark, before, "db", kept, "pod status deleted"); got != kept {
+		t.Errorf("the old node's driver, unpublishing the removed pod's volume: %q, want %q", got, kept)
+	}
 	st := newNode.checkPodStatus(t, after, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"password": content}})
 	if got := st.OwnerReferences; len(got) != 1 || got[0].UID != after.UID {
 		t.Errorf("pod status owners = %v, want only the new pod %s", got, after.UID)
 	}
 	newNode.mustUnpublish(t, after, "secrets")
-	if st := newNode.s.podStatus(t, after, "db"); st != nil {
-		t.Errorf("pod status %s still exists after the new pod's unpublish", st.Name)
-	}
+	newNode.s.waitForStatusGone(t, after, "db", "the new pod's unpublish")
 }

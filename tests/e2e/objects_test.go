@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -161,14 +162,18 @@ type statusView struct {
 	Conditions map[string]metav1.ConditionStatus
 }
 
-// checkPodStatus compares the pod status of a mounted volume with what
-// upstream and keymount write, and returns it.
+// checkPodStatus waits until the pod status of a mounted volume is what
+// upstream and keymount write for want (the driver writes it after
+// answering kubelet), fails the test if it does not get there, and returns
+// it.
 func (n *node) checkPodStatus(t *testing.T, pod *corev1.Pod, want wantStatus) *secretsstorev1.SecretProviderClassPodStatus {
 	t.Helper()
-	st := n.s.podStatus(t, pod, want.class.Name)
-	if st == nil {
-		t.Fatalf("no pod status %s/%s", pod.Namespace, statusName(pod, want.class.Name))
-	}
+	return n.s.waitForStatus(t, pod, want.class.Name, n.statusIs(pod, want))
+}
+
+// statusIs accepts the pod status of a mounted volume that is exactly what
+// upstream and keymount write for want.
+func (n *node) statusIs(pod *corev1.Pod, want wantStatus) statusCheck {
 	wantView := statusView{
 		Labels: map[string]string{secretsstorev1.InternalNodeLabel: n.name},
 		Owners: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}},
@@ -191,24 +196,27 @@ func (n *node) checkPodStatus(t *testing.T, pod *corev1.Pod, want wantStatus) *s
 	if want.synced != "" {
 		wantView.Conditions[secretsstorev1.ConditionSecretsSynced] = want.synced
 	}
-	got := statusView{Labels: st.Labels, Owners: st.OwnerReferences, Status: st.Status, Conditions: map[string]metav1.ConditionStatus{}}
-	for _, c := range st.Status.Conditions {
-		got.Conditions[c.Type] = c.Status
-		if c.ObservedGeneration != want.class.Generation {
-			t.Errorf("pod status %s: condition %s observedGeneration = %d, want %d", st.Name, c.Type, c.ObservedGeneration, want.class.Generation)
-		}
-	}
 	opts := cmp.Options{
 		cmpopts.IgnoreFields(secretsstorev1.SecretProviderClassPodStatusStatus{}, "Conditions", "LastRefreshTime"),
 		cmpopts.EquateEmpty(),
 	}
-	if diff := cmp.Diff(wantView, got, opts); diff != "" {
-		t.Errorf("pod status %s (-want +got):\n%s", st.Name, diff)
+	return func(st *secretsstorev1.SecretProviderClassPodStatus) error {
+		var errs []error
+		got := statusView{Labels: st.Labels, Owners: st.OwnerReferences, Status: st.Status, Conditions: map[string]metav1.ConditionStatus{}}
+		for _, c := range st.Status.Conditions {
+			got.Conditions[c.Type] = c.Status
+			if c.ObservedGeneration != want.class.Generation {
+				errs = append(errs, fmt.Errorf("condition %s observedGeneration = %d, want %d", c.Type, c.ObservedGeneration, want.class.Generation))
+			}
+		}
+		if diff := cmp.Diff(wantView, got, opts); diff != "" {
+			errs = append(errs, fmt.Errorf("(-want +got):\n%s", diff))
+		}
+		if st.Status.LastRefreshTime == nil {
+			errs = append(errs, errors.New("no lastRefreshTime"))
+		}
+		return errors.Join(errs...)
 	}
-	if st.Status.LastRefreshTime == nil {
-		t.Errorf("pod status %s has no lastRefreshTime", st.Name)
-	}
-	return st
 }
 
 // waitFor polls cond until it is true, an error or timeout.

@@ -70,15 +70,10 @@ func TestInlineVolume(t *testing.T) {
 	}})
 
 	// Kubelet republishes a mounted volume about once a minute.
-	n.mustPublish(t, pod, "secrets")
-	if got := n.s.podStatus(t, pod, "app"); got == nil || got.ResourceVersion != st.ResourceVersion {
-		t.Errorf("an unchanged republish rewrote the pod status: resourceVersion %s, was %s", rvOf(got), st.ResourceVersion)
-	}
+	n.republishUnchanged(t, pod, "secrets", st, nil)
 
 	n.mustUnpublish(t, pod, "secrets")
-	if st := n.s.podStatus(t, pod, "app"); st != nil {
-		t.Errorf("pod status %s still exists after NodeUnpublishVolume", st.Name)
-	}
+	n.s.waitForStatusGone(t, pod, "app", "NodeUnpublishVolume")
 	if ms := mountsUnder(t, n.dir); len(ms) > 0 {
 		t.Errorf("mounts left after NodeUnpublishVolume: %v", ms)
 	}
@@ -130,11 +125,7 @@ func TestClassCreatedWithPod(t *testing.T) {
 		}
 		n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": token},
 			synced: metav1.ConditionTrue})
-		sec := n.s.secret(t, ns, name)
-		if sec == nil {
-			t.Fatalf("Secret %s was not synced", name)
-		}
-		checkSyncedMeta(t, sec, name, pod)
+		n.s.waitForSecret(t, ns, name, syncedMeta(name, pod), hasData(map[string][]byte{"token": token}))
 		n.mustUnpublish(t, pod, "secrets")
 	}
 	to := n.s.auditMark(t)
@@ -187,6 +178,8 @@ func TestNodePublishSecretRef(t *testing.T) {
 	}
 
 	st := n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"api-key": content}})
+	// Events are sent in the background: wait for the failure's.
+	n.s.waitForEvent(t, pod, corev1.EventTypeWarning, "SecretMountFailed", "absent")
 	stJSON, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
@@ -236,15 +229,11 @@ func TestTwoVolumesTwoClasses(t *testing.T) {
 	n.checkPodStatus(t, pod, wantStatus{volume: "vol-b", class: spcB, objects: map[string][]byte{"beta": beta}})
 
 	n.mustUnpublish(t, pod, "vol-a")
-	if st := n.s.podStatus(t, pod, "class-a"); st != nil {
-		t.Errorf("pod status %s still exists after its volume was unpublished", st.Name)
-	}
+	n.s.waitForStatusGone(t, pod, "class-a", "its volume was unpublished")
 	n.checkPodStatus(t, pod, wantStatus{volume: "vol-b", class: spcB, objects: map[string][]byte{"beta": beta}})
 	if got := readFile(t, n.targetPath(pod, "vol-b"), "beta"); got != string(beta) {
 		t.Errorf("vol-b/beta after vol-a was unpublished = %q, want %q", got, beta)
 	}
 	n.mustUnpublish(t, pod, "vol-b")
-	if st := n.s.podStatus(t, pod, "class-b"); st != nil {
-		t.Errorf("pod status %s still exists after its volume was unpublished", st.Name)
-	}
+	n.s.waitForStatusGone(t, pod, "class-b", "its volume was unpublished")
 }

@@ -1,12 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -32,10 +31,7 @@ func TestRepublish(t *testing.T) {
 	n.mustPublish(t, pod, "secrets")
 	st := n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, synced: metav1.ConditionTrue,
 		objects: map[string][]byte{"db/password": v1}})
-	sec := n.s.secret(t, ns, "rotating")
-	if sec == nil || !bytes.Equal(sec.Data["password"], v1) {
-		t.Fatalf("Secret rotating = %v, want password %q", sec, v1)
-	}
+	sec := n.s.waitForSecret(t, ns, "rotating", syncedMeta("rotating", pod), hasData(map[string][]byte{"password": v1}))
 
 	t.Run("unchanged", func(t *testing.T) {
 		n.republishUnchanged(t, pod, "secrets", st, sec)
@@ -52,11 +48,7 @@ func TestRepublish(t *testing.T) {
 	if st2.ResourceVersion == st.ResourceVersion {
 		t.Errorf("the pod status was not updated for the new version")
 	}
-	sec2 := n.s.secret(t, ns, "rotating")
-	if sec2 == nil || !bytes.Equal(sec2.Data["password"], v2) {
-		t.Errorf("Secret rotating after the change = %v, want password %q", sec2, v2)
-	}
-	checkSyncedMeta(t, sec2, "rotating", pod)
+	sec2 := n.s.waitForSecret(t, ns, "rotating", syncedMeta("rotating", pod), hasData(map[string][]byte{"password": v2}))
 	n.s.waitForEvent(t, pod, corev1.EventTypeNormal, "SecretRefreshed", "rotating")
 
 	t.Run("unchanged after a change", func(t *testing.T) {
@@ -66,8 +58,12 @@ func TestRepublish(t *testing.T) {
 }
 
 // republishUnchanged republishes a volume whose objects did not change and
-// checks that the pod status and the Secret were not written: same
-// resourceVersions, and no write request from the driver in the audit log.
+// checks that the pod status and the Secret (nil: the class syncs none)
+// were not written: same resourceVersions, and no write request from the
+// driver in the audit log. The driver writes after answering, so the check
+// waits for the driver to log what it did with the pod status, which it
+// writes last (after the Secrets): "pod status unchanged" is the expected
+// answer, any other fails the test below.
 //
 // Right after a write the driver's cache may not have caught up, and its
 // optimistic write is refused with a conflict (409) that changes nothing:
@@ -75,15 +71,19 @@ func TestRepublish(t *testing.T) {
 // must make none. A write that succeeded always fails the test.
 func (n *node) republishUnchanged(t *testing.T, pod *corev1.Pod, volume string, st *secretsstorev1.SecretProviderClassPodStatus, sec *corev1.Secret) {
 	t.Helper()
+	class := st.Status.SecretProviderClassName
 	for attempt := 1; ; attempt++ {
-		from := n.s.auditMark(t)
+		from, logFrom := n.s.auditMark(t), n.logMark(t)
 		n.mustPublish(t, pod, volume)
+		n.waitForStatusLogged(t, logFrom, pod, class, "pod status unchanged", "pod status updated", "pod status created")
 		to := n.s.auditMark(t)
-		if got := n.s.podStatus(t, pod, st.Status.SecretProviderClassName); got == nil || got.ResourceVersion != st.ResourceVersion {
+		if got := n.s.podStatus(t, pod, class); got == nil || got.ResourceVersion != st.ResourceVersion {
 			t.Errorf("pod status resourceVersion = %s, want %s (unchanged)", rvOf(got), st.ResourceVersion)
 		}
-		if got := n.s.secret(t, sec.Namespace, sec.Name); got == nil || got.ResourceVersion != sec.ResourceVersion {
-			t.Errorf("Secret %s resourceVersion = %s, want %s (unchanged)", sec.Name, rvOf(got), sec.ResourceVersion)
+		if sec != nil {
+			if got := n.s.secret(t, sec.Namespace, sec.Name); got == nil || got.ResourceVersion != sec.ResourceVersion {
+				t.Errorf("Secret %s resourceVersion = %s, want %s (unchanged)", sec.Name, rvOf(got), sec.ResourceVersion)
+			}
 		}
 		var refused []string
 		for _, e := range n.s.requestsBetween(t, driverUser, from, to) {
@@ -149,14 +149,8 @@ func TestClassChanged(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(target, "b")); !os.IsNotExist(err) {
 		t.Errorf("b, no longer in the class, is still in the volume (%v)", err)
 	}
-	sec := n.s.secret(t, ns, "evolving")
-	if sec == nil {
-		t.Fatal("Secret evolving is gone")
-	}
-	want := map[string][]byte{"key-a": objs["a"], "key-c": objs["c"]}
-	if diff := cmp.Diff(want, sec.Data); diff != "" {
-		t.Errorf("Secret evolving data after the class change (-want +got):\n%s", diff)
-	}
+	n.s.waitForSecret(t, ns, "evolving", syncedMeta("evolving", pod),
+		hasData(map[string][]byte{"key-a": objs["a"], "key-c": objs["c"]}))
 	n.mustUnpublish(t, pod, "secrets")
 }
 
@@ -175,6 +169,8 @@ func TestRefreshFailure(t *testing.T) {
 	pod := n.createPod(t, ns, "app", secretsVolume{name: "secrets", class: "fragile"})
 	target := n.targetPath(pod, "secrets")
 	n.mustPublish(t, pod, "secrets")
+	n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, synced: metav1.ConditionTrue,
+		objects: map[string][]byte{"db/password": content}})
 
 	if err := os.Remove(filepath.Join(n.providerRoot, "db", "password")); err != nil {
 		t.Fatal(err)
@@ -185,20 +181,22 @@ func TestRefreshFailure(t *testing.T) {
 	if got := readFile(t, target, "password"); got != string(content) {
 		t.Errorf("password after a failed refresh = %q, want the old %q", got, content)
 	}
-	st := n.s.podStatus(t, pod, "fragile")
-	if st == nil {
-		t.Fatal("no pod status after a failed refresh")
-	}
-	current := condition(st, secretsstorev1.ConditionCurrent)
-	if current == nil || current.Status != metav1.ConditionFalse || current.Message == "" {
-		t.Errorf("condition Current after a failed refresh = %+v, want False with the error", current)
-	}
-	if mounted := condition(st, secretsstorev1.ConditionMounted); mounted == nil || mounted.Status != metav1.ConditionTrue {
-		t.Errorf("condition Mounted after a failed refresh = %+v, want True: the old files are mounted", mounted)
+	// The failure shows in the pod status: Current False with the error,
+	// Mounted still True (the old files are mounted).
+	st := n.s.waitForStatus(t, pod, "fragile", func(st *secretsstorev1.SecretProviderClassPodStatus) error {
+		if c := condition(st, secretsstorev1.ConditionCurrent); c == nil || c.Status != metav1.ConditionFalse || c.Message == "" {
+			return fmt.Errorf("condition Current after a failed refresh = %+v, want False with the error", c)
+		}
+		return nil
+	}, conditionIs(secretsstorev1.ConditionMounted, metav1.ConditionTrue))
+	wantObjects := []secretsstorev1.SecretProviderClassObject{{ID: "db/password", Version: version(content)}}
+	if diff := cmp.Diff(wantObjects, st.Status.Objects); diff != "" {
+		t.Errorf("pod status objects after a failed refresh (-want +got):\n%s", diff)
 	}
 	n.s.waitForEvent(t, pod, corev1.EventTypeWarning, "SecretRefreshFailed", "fragile")
+	// The pod status is written after the sync: the Secret is final.
 	if sec := n.s.secret(t, ns, "fragile"); sec == nil || string(sec.Data["password"]) != string(content) {
-		t.Errorf("Secret fragile after a failed refresh = %v, want the old content", sec)
+		t.Errorf("Secret fragile after a failed refresh (resourceVersion %s): want it kept with the old content", rvOf(sec))
 	}
 
 	n.writeObject(t, "db/password", content)
@@ -220,6 +218,8 @@ func TestClassDeletedWhileMounted(t *testing.T) {
 		&secretsstorev1.SecretObject{SecretName: "doomed", Data: []*secretsstorev1.SecretObjectData{{ObjectName: "token", Key: "token"}}})
 	pod := n.createPod(t, ns, "app", secretsVolume{name: "secrets", class: "doomed"})
 	n.mustPublish(t, pod, "secrets")
+	n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, synced: metav1.ConditionTrue,
+		objects: map[string][]byte{"token": content}})
 
 	if err := n.s.ctrl.Delete(t.Context(), spc); err != nil {
 		t.Fatal(err)
@@ -235,23 +235,17 @@ func TestClassDeletedWhileMounted(t *testing.T) {
 		t.Errorf("token after the class was deleted = %q, want the old %q", got, content)
 	}
 	n.s.waitForEvent(t, pod, corev1.EventTypeWarning, "SecretRefreshFailed", "doomed")
-	st := n.s.podStatus(t, pod, "doomed")
-	if st == nil {
-		t.Fatal("no pod status")
-	}
-	if current := condition(st, secretsstorev1.ConditionCurrent); current == nil || current.Status != metav1.ConditionFalse ||
-		!strings.Contains(current.Message, "doomed") {
-		t.Errorf("condition Current after the class was deleted = %+v, want False naming the class", current)
-	}
-	if mounted := condition(st, secretsstorev1.ConditionMounted); mounted == nil || mounted.Status != metav1.ConditionTrue {
-		t.Errorf("condition Mounted after the class was deleted = %+v, want True: the old files are mounted", mounted)
-	}
+	// Current False naming the class; Mounted still True: the old files
+	// are mounted.
+	st := n.s.waitForStatus(t, pod, "doomed", conditionIs(secretsstorev1.ConditionCurrent, metav1.ConditionFalse, "doomed"),
+		conditionIs(secretsstorev1.ConditionMounted, metav1.ConditionTrue))
 	wantObjects := []secretsstorev1.SecretProviderClassObject{{ID: "token", Version: version(content)}}
 	if diff := cmp.Diff(wantObjects, st.Status.Objects); diff != "" {
 		t.Errorf("pod status objects after the class was deleted (-want +got):\n%s", diff)
 	}
+	// The pod status is written after the sync: the Secret is final.
 	if sec := n.s.secret(t, ns, "doomed"); sec == nil || string(sec.Data["token"]) != string(content) {
-		t.Errorf("Secret doomed after the class was deleted = %v, want it kept with the mounted content", sec)
+		t.Errorf("Secret doomed after the class was deleted (resourceVersion %s): want it kept with the mounted content", rvOf(sec))
 	}
 	n.mustUnpublish(t, pod, "secrets")
 }

@@ -25,10 +25,7 @@ func TestDriverRestart(t *testing.T) {
 	n.mustPublish(t, pod, "secrets")
 	st := n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"durable": content},
 		synced: metav1.ConditionTrue})
-	sec := n.s.secret(t, ns, "durable")
-	if sec == nil {
-		t.Fatal("Secret durable was not synced")
-	}
+	sec := n.s.waitForSecret(t, ns, "durable", syncedMeta("durable", pod), hasData(map[string][]byte{"durable": content}))
 
 	n.restartDriver(t)
 	if got := readFile(t, target, "durable"); got != string(content) {
@@ -44,7 +41,5 @@ func TestDriverRestart(t *testing.T) {
 	if ms := mountsUnder(t, n.dir); len(ms) > 0 {
 		t.Errorf("mounts left after the unpublish: %v", ms)
 	}
-	if st := n.s.podStatus(t, pod, "durable"); st != nil {
-		t.Errorf("pod status %s still exists after the unpublish", st.Name)
-	}
+	n.s.waitForStatusGone(t, pod, "durable", "the unpublish")
 }

@@ -9,13 +9,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"math/big"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -56,26 +57,15 @@ func TestSyncSecrets(t *testing.T) {
 		"db/password": password, "tls/web.pem": bundle,
 	}})
 
-	db := n.s.secret(t, ns, "db")
-	if db == nil {
-		t.Fatal("Secret db was not synced")
-	}
-	checkSyncedMeta(t, db, "web", pod)
+	db := n.s.waitForSecret(t, ns, "db", syncedMeta("web", pod), hasData(map[string][]byte{"password": password}))
 	if db.Type != corev1.SecretTypeOpaque {
 		t.Errorf("Secret db type = %q, want Opaque", db.Type)
-	}
-	if diff := cmp.Diff(map[string][]byte{"password": password}, db.Data); diff != "" {
-		t.Errorf("Secret db data (-want +got):\n%s", diff)
 	}
 	if db.Labels["app"] != "web" || db.Annotations["team.example/owner"] != "payments" {
 		t.Errorf("Secret db lacks the class's labels and annotations: %v, %v", db.Labels, db.Annotations)
 	}
 
-	tlsSecret := n.s.secret(t, ns, "web-tls")
-	if tlsSecret == nil {
-		t.Fatal("Secret web-tls was not synced")
-	}
-	checkSyncedMeta(t, tlsSecret, "web", pod)
+	tlsSecret := n.s.waitForSecret(t, ns, "web-tls", syncedMeta("web", pod))
 	if tlsSecret.Type != corev1.SecretTypeTLS {
 		t.Errorf("Secret web-tls type = %q, want %q", tlsSecret.Type, corev1.SecretTypeTLS)
 	}
@@ -85,22 +75,26 @@ func TestSyncSecrets(t *testing.T) {
 	n.mustUnpublish(t, pod, "secrets")
 }
 
-// checkSyncedMeta checks what keymount puts on every Secret it syncs.
-func checkSyncedMeta(t *testing.T, s *corev1.Secret, class string, owners ...*corev1.Pod) {
-	t.Helper()
-	if s.Labels[managedLabel] != "true" {
-		t.Errorf("Secret %s lacks the label %s=true: %v", s.Name, managedLabel, s.Labels)
-	}
-	if s.Annotations[classAnnotation] != class {
-		t.Errorf("Secret %s annotation %s = %q, want %q", s.Name, classAnnotation, s.Annotations[classAnnotation], class)
-	}
-	if got, want := ownerUIDs(s.OwnerReferences), uids(owners...); !slices.Equal(got, want) {
-		t.Errorf("Secret %s is owned by pods %v, want %v", s.Name, got, want)
-	}
-	for _, r := range s.OwnerReferences {
-		if r.Controller != nil && *r.Controller {
-			t.Errorf("Secret %s: owner %s is a controller reference; pods share the Secret", s.Name, r.Name)
+// syncedMeta accepts a Secret with what keymount puts on every Secret it
+// syncs for class, owned by exactly the given pods (never as controller).
+func syncedMeta(class string, owners ...*corev1.Pod) secretCheck {
+	return func(s *corev1.Secret) error {
+		var errs []error
+		if s.Labels[managedLabel] != "true" {
+			errs = append(errs, fmt.Errorf("no label %s=true: %v", managedLabel, s.Labels))
 		}
+		if s.Annotations[classAnnotation] != class {
+			errs = append(errs, fmt.Errorf("annotation %s = %q, want %q", classAnnotation, s.Annotations[classAnnotation], class))
+		}
+		if got, want := ownerUIDs(s.OwnerReferences), uids(owners...); !slices.Equal(got, want) {
+			errs = append(errs, fmt.Errorf("owned by pods %v, want %v", got, want))
+		}
+		for _, r := range s.OwnerReferences {
+			if r.Controller != nil && *r.Controller {
+				errs = append(errs, fmt.Errorf("owner %s is a controller reference; pods share the Secret", r.Name))
+			}
+		}
+		return errors.Join(errs...)
 	}
 }
 
@@ -209,6 +203,8 @@ func TestSyncRefusesUnmanagedSecret(t *testing.T) {
 		t.Errorf("condition SecretsSynced = %+v, want reason SecretNotManaged naming the Secret", c)
 	}
 	n.s.waitForEvent(t, pod, corev1.EventTypeWarning, "SecretSyncFailed", `"taken"`)
+	// The driver writes the pod status after the sync: the refusal above
+	// is its last word on the Secret.
 	if got := n.s.secret(t, ns, "taken"); got == nil || got.ResourceVersion != theirs.ResourceVersion {
 		t.Errorf("keymount wrote a Secret it did not create: resourceVersion %s, was %s", rvOf(got), theirs.ResourceVersion)
 	}

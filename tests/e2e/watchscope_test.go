@@ -30,12 +30,15 @@ func TestNoSyncDriverNeverTouchesSecrets(t *testing.T) {
 	pod := n.createPod(t, ns, "app", secretsVolume{name: "secrets", class: "unsynced"})
 	n.mustPublish(t, pod, "secrets")
 	n.mustPublish(t, pod, "secrets")
+	// The driver writes the pod status after it would have synced.
 	n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": content}})
 	if sec := n.s.secret(t, ns, "unsynced"); sec != nil {
 		t.Errorf("a driver without --sync-secrets created Secret %s", sec.Name)
 	}
 	n.restartDriver(t)
 	n.mustUnpublish(t, pod, "secrets")
+	// The driver's last request: the audit log below holds all of them.
+	n.s.waitForStatusGone(t, pod, "unsynced", "the unpublish")
 
 	requests := requestsOf(n.s.env.AuditEvents(t), noSyncUser)
 	if len(requests) == 0 {
@@ -65,7 +68,11 @@ func TestDriverRequestsAreNodeScoped(t *testing.T) {
 		&secretsstorev1.SecretObject{SecretName: "scoped", Data: []*secretsstorev1.SecretObjectData{{ObjectName: "token", Key: "token"}}})
 	pod := n.createPod(t, ns, "app", secretsVolume{name: "secrets", class: "scoped"})
 	n.mustPublish(t, pod, "secrets")
+	n.s.waitForSecret(t, ns, "scoped", syncedMeta("scoped", pod), hasData(map[string][]byte{"token": content}))
+	n.s.waitForStatus(t, pod, "scoped")
 	n.mustUnpublish(t, pod, "secrets")
+	// The driver's last request: the audit log below holds all of them.
+	n.s.waitForStatusGone(t, pod, "scoped", "the unpublish")
 
 	nodes := allNodes.nodeNames()
 	selectors := map[string]func(q url.Values) bool{
