@@ -72,9 +72,22 @@ func (d *rootDir) read(name string, limit int64) ([]byte, error) {
 	if fi.Size() > limit {
 		return nil, errTooBig
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	// Sized from the file (plus one byte to notice it grew), not grown by
+	// doubling: a 3.5 MiB object costs 3.5 MiB, not 7.
+	in := io.LimitReader(f, limit+1)
+	data := make([]byte, fi.Size()+1)
+	n, err := io.ReadFull(in, data)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		data = data[:n]
+	case err != nil:
 		return nil, err
+	default: // the file grew since Stat: read the rest
+		rest, err := io.ReadAll(in)
+		if err != nil {
+			return nil, err
+		}
+		data = append(data, rest...)
 	}
 	if int64(len(data)) > limit {
 		return nil, errTooBig
