@@ -63,22 +63,28 @@ func TestToStatusKeepsMessage(t *testing.T) {
 
 func TestVolumeLocks(t *testing.T) {
 	l := volumeLocks{held: map[string]struct{}{}}
-	release, err := l.acquire("v1")
+	release, err := l.acquire("v1", "/t1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.acquire("v1"); !errors.Is(err, errBusy) {
-		t.Fatalf("second acquire: err = %v, want errBusy", err)
+	if _, err := l.acquire("v1", "/t9"); !errors.Is(err, errBusy) {
+		t.Fatalf("same volume, other target: err = %v, want errBusy", err)
 	}
-	other, err := l.acquire("v2")
+	if _, err := l.acquire("v9", "/t1"); !errors.Is(err, errBusy) {
+		t.Fatalf("other volume, same target: err = %v, want errBusy", err)
+	}
+	other, err := l.acquire("v2", "/t2")
 	if err != nil {
-		t.Fatalf("other volume must not be blocked: %v", err)
+		t.Fatalf("other volume and target must not be blocked: %v", err)
 	}
 	other()
 	release()
-	again, err := l.acquire("v1")
+	again, err := l.acquire("v1", "/t1")
 	if err != nil {
 		t.Fatalf("acquire after release: %v", err)
 	}
 	again()
+	if len(l.held) != 0 {
+		t.Fatalf("locks left held: %v", l.held)
+	}
 }

@@ -24,7 +24,7 @@ func (d *Driver) publish(ctx context.Context, req *csi.NodePublishVolumeRequest)
 	if err != nil {
 		return err
 	}
-	release, err := d.locks.acquire(p.volumeID)
+	release, err := d.locks.acquire(p.volumeID, p.targetPath)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func (d *Driver) unpublish(_ context.Context, req *csi.NodeUnpublishVolumeReques
 	case req.GetTargetPath() == "":
 		return invalidf("target path is empty")
 	}
-	release, err := d.locks.acquire(req.GetVolumeId())
+	release, err := d.locks.acquire(req.GetVolumeId(), req.GetTargetPath())
 	if err != nil {
 		return err
 	}
