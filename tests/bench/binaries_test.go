@@ -8,10 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/keymount/keymount/tests/childproc"
 	"github.com/keymount/keymount/tests/harness"
 )
 
@@ -117,28 +116,13 @@ func envValue(b *testing.B, c corev1.Container, e corev1.EnvVar) string {
 	return strconv.FormatInt((limit.Value()+divisor-1)/divisor, 10)
 }
 
-// forker starts every child from one goroutine locked to an OS thread that
-// lives as long as the benchmark binary: Linux sends the parent-death signal
-// when the forking thread ends, so the children die with the benchmark
-// binary even when it is killed, and never earlier.
-var forker = sync.OnceValue(func() chan<- func() {
-	work := make(chan func())
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
-		for f := range work {
-			f()
-		}
-	}()
-	return work
-})
-
-// child is a running binary whose output goes to a log file.
+// child is a running binary whose output goes to a log file. It dies with
+// the benchmark binary (see childproc).
 type child struct {
-	name   string
-	log    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error // Wait's answer, set before exited is closed
+	name string
+	log  string
+	cmd  *exec.Cmd
+	proc *childproc.Proc
 }
 
 // startChild starts binary with exactly env (nothing inherited) and args.
@@ -154,50 +138,29 @@ func startChild(name, logPath, binary string, env []string, args ...string) (*ch
 		cmd.Env = []string{}
 	}
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	started := make(chan error)
-	forker() <- func() { started <- cmd.Start() }
-	if err := <-started; err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	proc, err := childproc.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, log: logPath, cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		c.err = cmd.Wait()
-		close(c.exited)
-	}()
-	return c, nil
+	return &child{name: name, log: logPath, cmd: cmd, proc: proc}, nil
 }
 
 // stop sends SIGTERM and waits for a clean exit, killing the child after
 // binaryTimeout.
 func (c *child) stop() error {
-	select {
-	case <-c.exited:
-		return fmt.Errorf("%s exited before it was stopped: %w", c.name, c.exitErr())
-	default:
+	if err := c.proc.Stop(binaryTimeout); err != nil {
+		return fmt.Errorf("%s: %w", c.name, err)
 	}
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("SIGTERM %s: %w", c.name, err)
-	}
-	select {
-	case <-c.exited:
-		if c.err != nil {
-			return fmt.Errorf("%s exited after SIGTERM with %w", c.name, c.err)
-		}
-		return nil
-	case <-time.After(binaryTimeout):
-	}
-	_ = c.cmd.Process.Kill()
-	<-c.exited
-	return fmt.Errorf("%s did not exit within %s of SIGTERM: killed", c.name, binaryTimeout)
+	return nil
 }
 
 // exitErr is how the exited child ended, as an error also for status 0.
 func (c *child) exitErr() error {
-	if c.err == nil {
-		return errors.New("exit status 0")
+	if err := c.proc.Err(); err != nil {
+		return err
 	}
-	return c.err
+	return errors.New("exit status 0")
 }
 
 // logTail is the end of the child's log, for failure messages.
@@ -240,7 +203,7 @@ func waitForFile(path string, c *child) error {
 			return nil
 		}
 		select {
-		case <-c.exited:
+		case <-c.proc.Exited():
 			return fmt.Errorf("%s exited before creating %s: %w\n%s", c.name, path, c.exitErr(), c.logTail())
 		case <-time.After(5 * time.Millisecond):
 		}
@@ -265,7 +228,7 @@ func waitReady(conn *grpc.ClientConn, c *child) error {
 			last = errors.New("probe says not ready")
 		}
 		select {
-		case <-c.exited:
+		case <-c.proc.Exited():
 			return fmt.Errorf("%s exited before it was ready: %w\n%s", c.name, c.exitErr(), c.logTail())
 		case <-time.After(5 * time.Millisecond):
 		}

@@ -7,45 +7,31 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
+
+	"github.com/keymount/keymount/tests/childproc"
 )
 
 // stopGrace is how long a process may take to exit after SIGTERM before it
 // is killed (and the test fails).
 const stopGrace = 15 * time.Second
 
-// forker starts every process of the suite from one goroutine locked to an
-// OS thread that lives as long as the test binary: Linux sends the
-// parent-death signal when the forking thread ends, so the processes die
-// with the test binary even when it is killed or times out, and never
-// earlier.
-var forker = sync.OnceValue(func() chan<- func() {
-	work := make(chan func())
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
-		for f := range work {
-			f()
-		}
-	}()
-	return work
-})
-
-// process is a running binary whose output goes to a log file.
+// process is a running binary whose output goes to a log file. It dies with
+// the test binary (see childproc).
 type process struct {
 	name   string
 	cmd    *exec.Cmd
-	exited chan struct{} // closed once Wait returned
-	err    error         // Wait's answer, set before exited is closed
+	proc   *childproc.Proc
+	exited chan struct{} // closed once err is set
+	err    error         // proc.Err(), for the callers that read it
 }
 
 // startProcess starts binary with args, appending its stdout and stderr to
@@ -67,15 +53,14 @@ func startEnvProcess(name, logPath, binary string, env []string, args ...string)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	started := make(chan error)
-	forker() <- func() { started <- cmd.Start() }
-	if err := <-started; err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	proc, err := childproc.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, exited: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, proc: proc, exited: make(chan struct{})}
 	go func() {
-		p.err = cmd.Wait()
+		p.err = proc.Err()
 		close(p.exited)
 	}()
 	return p, nil
@@ -95,22 +80,10 @@ func (p *process) alive() bool {
 // running after stopGrace is killed, and that is an error, as is an exit
 // before stop was called or with a failure status.
 func (p *process) stop() error {
-	if !p.alive() {
-		return fmt.Errorf("%s (pid %d) had exited before it was stopped: %s", p.name, p.cmd.Process.Pid, exitStatus(p.err))
+	if err := p.proc.Stop(stopGrace); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("SIGTERM %s: %w", p.name, err)
-	}
-	select {
-	case <-p.exited:
-		if p.err != nil {
-			return fmt.Errorf("%s exited after SIGTERM with %w", p.name, p.err)
-		}
-		return nil
-	case <-time.After(stopGrace):
-	}
-	p.kill()
-	return fmt.Errorf("%s did not exit within %s of SIGTERM: killed", p.name, stopGrace)
+	return nil
 }
 
 // exitStatus describes what Wait returned.
@@ -123,7 +96,7 @@ func exitStatus(err error) string {
 
 // kill sends SIGKILL and waits for the process to be gone.
 func (p *process) kill() {
-	_ = p.cmd.Process.Kill()
+	p.proc.Kill()
 	<-p.exited
 }
 

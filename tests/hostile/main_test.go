@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/keymount/keymount/internal/unixsocket"
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/tests/childproc"
 )
 
 // A test binary started with envChildSocket set is not a test run: it is a
@@ -79,51 +78,35 @@ func runChild(sock, mode string) int {
 	return 0
 }
 
-// forker starts every child from one goroutine locked to an OS thread that
-// lives as long as the test binary: Linux sends the parent-death signal
-// when the forking thread ends, so children die with the test binary and
-// never earlier.
-var forker = sync.OnceValue(func() chan<- func() {
-	work := make(chan func())
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
-		for f := range work {
-			f()
-		}
-	}()
-	return work
-})
-
-// proc is a started child process.
+// proc is a started child process. It dies with the test binary (see
+// childproc).
 type proc struct {
 	cmd    *exec.Cmd
 	out    *syncBuffer
-	exited chan struct{} // closed once Wait returned
-	err    error         // Wait's answer, set before exited is closed
+	exited chan struct{} // closed once err is set
+	err    error         // Wait's answer
 }
 
-// startProc starts cmd with the parent-death signal set, its output in a
-// buffer, and reaps it when it exits.
+// startProc starts cmd with its output in a buffer and reaps it when it
+// exits.
 func startProc(cmd *exec.Cmd) (*proc, error) {
 	p := &proc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
 	if cmd.Stdout == nil {
 		cmd.Stdout = p.out
 	}
 	cmd.Stderr = p.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	forker() <- func() { started <- cmd.Start() }
-	if err := <-started; err != nil {
+	c, err := childproc.Start(cmd)
+	if err != nil {
 		return nil, err
 	}
-	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	go func() { p.err = c.Err(); close(p.exited) }()
 	return p, nil
 }
 
 // kill sends SIGKILL and waits until the process is reaped.
 func (p *proc) kill(t *testing.T) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL) // fails only for a process already gone
+	_ = p.cmd.Process.Kill() // fails only for a process already gone
 	p.wait(t)
 }
 

@@ -5,54 +5,28 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
+
+	"github.com/keymount/keymount/tests/childproc"
 )
 
-// processOwner starts the control plane's processes from one goroutine locked
-// to its OS thread, so they can be tied to that thread with a parent-death
-// signal.
-//
-// Linux sends the parent-death signal when the thread that forked the child
-// ends, not the process: a child forked from an ordinary goroutine would be
-// killed whenever the Go runtime happened to retire that thread. This thread
-// stays until stop, and since the goroutine returns still locked, the runtime
-// ends the thread then, killing whatever child is still alive. When the test
-// binary dies (a panic, go test's -timeout, SIGKILL) every thread ends and the
-// children die with it.
+// processOwner starts the control plane's processes from one OS thread (a
+// childproc.Forker), so they can be tied to that thread with a parent-death
+// signal: they die with the test binary, or at stop, whichever comes first.
 type processOwner struct {
-	work chan func()
-	done chan struct{}
+	forker *childproc.Forker
 }
 
 func newProcessOwner() *processOwner {
-	o := &processOwner{work: make(chan func()), done: make(chan struct{})}
-	go func() {
-		// Never unlocked: see the type's comment.
-		runtime.LockOSThread()
-		defer close(o.done)
-		for f := range o.work {
-			f()
-		}
-	}()
-	return o
+	return &processOwner{forker: childproc.NewForker()}
 }
 
 // run runs f on the owner's thread and waits for it.
-func (o *processOwner) run(f func()) {
-	finished := make(chan struct{})
-	o.work <- func() {
-		defer close(finished)
-		f()
-	}
-	<-finished
-}
+func (o *processOwner) run(f func()) { o.forker.Do(f) }
 
-// stop ends the owner's thread once every process it started was stopped.
-func (o *processOwner) stop() {
-	close(o.work)
-	<-o.done
-}
+// stop ends the owner's thread once every process it started was stopped;
+// Linux kills any that is still alive.
+func (o *processOwner) stop() { o.forker.Close() }
 
 // deathSignalWrapper writes dir/<name>, a script that runs binary with its
 // arguments under a parent-death SIGKILL, for the processes envtest starts
