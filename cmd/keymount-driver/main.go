@@ -24,6 +24,7 @@ import (
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/cluster"
 	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/driver/registration"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/internal/logredact"
 )
@@ -44,6 +45,7 @@ type config struct {
 	syncSecrets     bool
 	healthAddr      string
 	inflightBytes   string
+	registration    registration.Config
 }
 
 func main() {
@@ -73,6 +75,8 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.driver.KubeletRootDir, "kubelet-root-dir", targetpath.DefaultKubeletRoot, "kubelet's --root-dir: every target path must lie below it, in kubelet's layout")
 	fs.IntVar(&cfg.driver.ProviderConcurrency, "provider-concurrency", driver.DefaultProviderConcurrency, "provider calls (and writes of their responses) running at once")
 	fs.StringVar(&cfg.inflightBytes, "provider-inflight-bytes", resource.NewQuantity(driver.DefaultProviderInflightBytes, resource.BinarySI).String(), "provider response bytes held at once; each call reserves --provider-max-recv-size of it")
+	fs.StringVar(&cfg.registration.Dir, "plugin-registration-dir", "", "kubelet's plugins_registry directory as the driver sees it: register with kubelet there (no node-driver-registrar sidecar needed); empty: off")
+	fs.StringVar(&cfg.registration.Endpoint, "kubelet-registration-path", "/var/lib/kubelet/plugins/csi-secrets-store/csi.sock", "the CSI socket as kubelet sees it on the host, announced with --plugin-registration-dir")
 	fs.StringVar(&cfg.healthAddr, "health-addr", "", "address serving /healthz and /readyz over HTTP (e.g. :9809); empty: off")
 	fs.DurationVar(&cfg.providerTimeout, "provider-timeout", 60*time.Second, "deadline of one provider call; keep it below kubelet's 2 minutes")
 	fs.IntVar(&cfg.providerMaxRecv, "provider-max-recv-size", 4<<20, "largest provider response accepted, in bytes")
@@ -118,6 +122,16 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if cfg.registration.Dir != "" {
+		cfg.registration.DriverName = cfg.driver.DriverName
+		go func() {
+			if err := registration.Serve(ctx, cfg.registration); err != nil {
+				cancel(err)
+			}
+		}()
+	}
 	if cfg.healthAddr != "" {
 		stop, err := serveHealth(ctx, cfg.healthAddr, d.HealthHandler())
 		if err != nil {
@@ -125,7 +139,13 @@ func run(ctx context.Context, cfg *config) error {
 		}
 		defer stop()
 	}
-	return d.Run(ctx)
+	if err := d.Run(ctx); err != nil {
+		return err
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
 }
 
 // serveHealth serves h on addr until the returned func is called.

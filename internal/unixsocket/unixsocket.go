@@ -77,6 +77,13 @@ func (l *Listener) Close() error {
 	return l.close()
 }
 
+// Present reports whether the socket path still names the socket this
+// listener created (it was not removed or replaced by someone else).
+func (l *Listener) Present() bool {
+	fi, err := os.Lstat(l.path)
+	return err == nil && os.SameFile(fi, l.fi)
+}
+
 // closeAndRemove removes before it closes: while the listener is open its
 // socket inode stays allocated, so no other file at path can have the same
 // inode number and the os.SameFile check cannot be fooled by inode reuse.
