@@ -43,8 +43,11 @@ func (f *Forker) Do(fn func()) {
 	<-finished
 }
 
-// Close ends the Forker's thread: every child it started that is still
-// running gets its parent-death SIGKILL.
+// Close ends the Forker's goroutine. Its children get their parent-death
+// SIGKILL once the thread itself ends, which the Go runtime does not promise
+// at once (a goroutine locked to the main thread leaves it running): kill
+// children explicitly; the parent-death signal is for a test binary that
+// dies.
 func (f *Forker) Close() {
 	close(f.work)
 	<-f.done
