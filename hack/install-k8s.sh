@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
-# Installs the control plane of the integration and end-to-end test tiers: a
-# real kube-apiserver, kube-controller-manager (for the garbage collector) and
-# etcd, all in one directory that controller-runtime's envtest reads through
+# Installs what the integration, end-to-end and real-node test tiers run: a
+# real kube-apiserver, kube-controller-manager (for the garbage collector),
+# kubelet and etcd, plus containerd, runc and the CNI plugins of the real node,
+# all in one directory that controller-runtime's envtest reads through
 # KUBEBUILDER_ASSETS:
 #
 #   $KEYMOUNT_CACHE/k8s/<version>/kube-apiserver           built from hack/k8s
 #   $KEYMOUNT_CACHE/k8s/<version>/kube-controller-manager  built from hack/k8s
+#   $KEYMOUNT_CACHE/k8s/<version>/kubelet                  built from hack/k8s
 #   $KEYMOUNT_CACHE/k8s/<version>/etcd -> /usr/bin/etcd    Debian's etcd-server
+#   $KEYMOUNT_CACHE/k8s/<version>/{containerd,containerd-shim-runc-v2,ctr}
+#                                                          Debian's containerd
+#   $KEYMOUNT_CACHE/k8s/<version>/runc                     Debian's runc
+#   $KEYMOUNT_CACHE/k8s/<version>/cni -> /usr/lib/cni      Debian's containernetworking-plugins
+#
+# Debian's packages are installed without starting their services (see
+# hack/install-deps.sh).
 #
 # <version> is the k8s.io/kubernetes version hack/k8s/go.mod requires (change
-# it with hack/update-k8s.sh). The two Kubernetes binaries are built from the
+# it with hack/update-k8s.sh). The Kubernetes binaries are built, in one go build, from the
 # Go module proxy with the committed hack/k8s/go.sum, into a scratch directory
-# under the cache, and renamed into place only once both built and run, so an
-# interrupted build is never taken as done. When both exist the build is
+# under the cache, and renamed into place only once all of them built and run, so an
+# interrupted build is never taken as done. When all exist the build is
 # skipped, so running this again is cheap. The Go build cache is the default
 # one and shared.
 #
@@ -25,7 +34,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${KEYMOUNT_CACHE:-$HOME/.cache/keymount}
 go=${GO:-go}
 mod=$root/hack/k8s
-binaries=(kube-apiserver kube-controller-manager)
+binaries=(kube-apiserver kube-controller-manager kubelet)
 
 die() {
 	echo "install-k8s: $*" >&2
@@ -48,59 +57,10 @@ if [[ "${1:-}" == --print-assets-dir ]]; then
 fi
 [[ $# -eq 0 ]] || die "usage: $0 [--print-assets-dir]"
 
-as_root=()
-if [[ "$(id -u)" -ne 0 ]]; then
-	as_root=(sudo)
-fi
-
-# install_etcd installs Debian's etcd-server without starting it. Its
-# postinst runs `invoke-rc.d etcd start`, which on a machine without systemd
-# starts a system etcd on 127.0.0.1:2379 through /etc/init.d; a policy-rc.d
-# that answers 101 ("action forbidden") keeps it stopped. Docker images ship
-# one; when this machine has none (or one that allows), put one in place for
-# the install and restore what was there afterwards.
-install_etcd() {
-	if command -v etcd >/dev/null 2>&1; then
-		return 0
-	fi
-	local policy=/usr/sbin/policy-rc.d saved=''
-	local rc=0
-	if [[ -x $policy ]]; then
-		"$policy" etcd start >/dev/null 2>&1 || rc=$?
-	fi
-	if [[ $rc -ne 101 ]]; then
-		if [[ -e $policy ]]; then
-			saved=$(mktemp "$cache/tmp/policy-rc.d.XXXXXX")
-			"${as_root[@]}" cp -p "$policy" "$saved"
-		fi
-		# shellcheck disable=SC2064 # expand $saved now
-		trap "restore_policy '$saved'" EXIT
-		printf '#!/bin/sh\n# hack/install-k8s.sh: no service starts while it installs etcd-server.\nexit 101\n' |
-			"${as_root[@]}" tee "$policy.keymount" >/dev/null
-		"${as_root[@]}" chmod 0755 "$policy.keymount"
-		"${as_root[@]}" mv -f "$policy.keymount" "$policy"
-	fi
-	bash "$root/hack/install-deps.sh" etcd=etcd-server
-	if [[ $rc -ne 101 ]]; then
-		restore_policy "$saved"
-		trap - EXIT
-	fi
-	# A service started anyway (an init system this script did not foresee):
-	# stop it through its own init script rather than guess at processes.
-	if [[ -x /etc/init.d/etcd ]] && "${as_root[@]}" /etc/init.d/etcd status >/dev/null 2>&1; then
-		echo "install-k8s: the etcd-server package started a system etcd; stopping it" >&2
-		"${as_root[@]}" /etc/init.d/etcd stop >/dev/null
-	fi
-}
-
-restore_policy() {
-	local saved=$1 policy=/usr/sbin/policy-rc.d
-	if [[ -n $saved ]]; then
-		"${as_root[@]}" mv -f "$saved" "$policy"
-	else
-		"${as_root[@]}" rm -f "$policy"
-	fi
-}
+# The real-node tier (tests/node) also runs containerd, runc and the CNI
+# loopback plugin, from Debian, linked into $assets like etcd so the tier
+# finds every part of its node in one directory.
+node_parts=(containerd containerd-shim-runc-v2 ctr runc)
 
 # build_k8s builds the Kubernetes binaries into a scratch directory and moves
 # each into $assets with one rename once all of them built and run.
@@ -152,9 +112,16 @@ build_k8s() {
 }
 
 mkdir -p "$cache/tmp"
-install_etcd
+# Debian's packages, installed without starting their services.
+bash "$root/hack/install-deps.sh" etcd=etcd-server containerd=containerd runc=runc \
+	/usr/lib/cni/loopback=containernetworking-plugins
 etcd=$(command -v etcd)
 "$etcd" --version >/dev/null || die "$etcd does not run"
 build_k8s
 ln -sfn "$etcd" "$assets/etcd"
-echo "install-k8s: KUBEBUILDER_ASSETS=$assets ($("$etcd" --version | head -1))"
+for b in "${node_parts[@]}"; do
+	p=$(command -v "$b") || die "$b is not on PATH after installing its package"
+	ln -sfn "$p" "$assets/$b"
+done
+ln -sfn /usr/lib/cni "$assets/cni"
+echo "install-k8s: KUBEBUILDER_ASSETS=$assets ($("$etcd" --version | head -1); $("$assets/containerd" --version))"
