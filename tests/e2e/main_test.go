@@ -27,6 +27,7 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/maintb"
 )
 
 const (
@@ -60,7 +61,7 @@ type suite struct {
 
 var (
 	setupOnce sync.Once
-	setupTB   = newMainTB("e2e setup")
+	setupTB   = maintb.New("e2e setup")
 	setupErr  error
 	shared    *suite
 	// envUsed is set once a test asked for the environment: from then on
@@ -74,9 +75,9 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if code != 0 {
-		setupTB.markFailed() // the environment's cleanup prints its logs' ends
+		setupTB.MarkFailed() // the environment's cleanup prints its logs' ends
 	}
-	setupTB.cleanup()
+	setupTB.RunCleanups()
 	checkNothingLeft(setupTB)
 	if setupTB.Failed() && code == 0 {
 		code = 1
@@ -102,7 +103,7 @@ func env(t *testing.T) *suite {
 	t.Helper()
 	envUsed.Store(true)
 	setupOnce.Do(func() {
-		setupErr = setupTB.run(func() { shared = setup(setupTB) })
+		setupErr = setupTB.Run(func() { shared = setup(setupTB) })
 	})
 	if setupErr != nil {
 		t.Fatalf("the end-to-end environment did not start:\n%v", setupErr)
@@ -110,7 +111,7 @@ func env(t *testing.T) *suite {
 	return shared
 }
 
-func setup(tb *mainTB) *suite {
+func setup(tb *maintb.TB) *suite {
 	s := &suite{repo: repoRoot(tb)}
 	s.bin = buildBinaries(tb, s.repo)
 	s.env = k8senv.Start(tb, k8senv.Options{
