@@ -35,6 +35,9 @@ type Options struct {
 	// ControllerManager also runs kube-controller-manager with the garbage
 	// collector, so dependents whose owners are gone are deleted.
 	ControllerManager bool
+	// Dir is where the control plane keeps its data, certificates and logs;
+	// empty means a new t.TempDir(). Its removal is the caller's.
+	Dir string
 }
 
 // Env is a running control plane. Its processes stop when the test that
@@ -59,7 +62,10 @@ type Env struct {
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	assets := assetsDir(t)
-	dir := t.TempDir()
+	dir := opts.Dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	logs := newLogSet(t, filepath.Join(dir, "logs"))
 
 	owner := newProcessOwner()

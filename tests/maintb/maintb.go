@@ -86,19 +86,32 @@ func (m *TB) report(msg string) {
 	fmt.Fprintf(os.Stderr, "%s: %s\n", m.name, msg)
 }
 
+// Cleanup registers f to run at RunCleanups.
 func (m *TB) Cleanup(f func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.cleanups = append(m.cleanups, f)
 }
 
-func (m *TB) Error(args ...any)                 { m.report(fmt.Sprint(args...)) }
+// Error records a failure.
+func (m *TB) Error(args ...any) { m.report(fmt.Sprint(args...)) }
+
+// Errorf records a failure.
 func (m *TB) Errorf(format string, args ...any) { m.report(fmt.Sprintf(format, args...)) }
-func (m *TB) Fail()                             { m.report("failed") }
-func (m *TB) FailNow()                          { m.Fail(); panic(fatalPanic{}) }
-func (m *TB) Fatal(args ...any)                 { m.Error(args...); panic(fatalPanic{}) }
+
+// Fail records a failure.
+func (m *TB) Fail() { m.report("failed") }
+
+// FailNow records a failure and ends the setup function.
+func (m *TB) FailNow() { m.Fail(); panic(fatalPanic{}) }
+
+// Fatal records a failure and ends the setup function.
+func (m *TB) Fatal(args ...any) { m.Error(args...); panic(fatalPanic{}) }
+
+// Fatalf records a failure and ends the setup function.
 func (m *TB) Fatalf(format string, args ...any) { m.Errorf(format, args...); panic(fatalPanic{}) }
 
+// Failed reports whether a failure was recorded.
 func (m *TB) Failed() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -113,36 +126,48 @@ func (m *TB) MarkFailed() {
 	m.failed = true
 }
 
+// Helper does nothing.
 func (m *TB) Helper() {}
 
+// Log prints to stderr.
 func (m *TB) Log(args ...any) { fmt.Fprintf(os.Stderr, "%s: %s\n", m.name, fmt.Sprint(args...)) }
 
+// Logf prints to stderr.
 func (m *TB) Logf(format string, args ...any) { m.Log(fmt.Sprintf(format, args...)) }
 
+// Name is the name given to New.
 func (m *TB) Name() string { return m.name }
 
+// Attr logs the attribute.
 func (m *TB) Attr(key, value string) { m.Logf("attr %s=%s", key, value) }
 
+// Output is stderr.
 func (m *TB) Output() io.Writer { return os.Stderr }
 
 // Context is canceled when the cleanups start.
 func (m *TB) Context() context.Context { return m.ctx }
 
+// Setenv fails: the environment is shared by every test.
 func (m *TB) Setenv(string, string) { m.Fatal("Setenv is not supported in the package setup") }
 
+// Chdir fails: the working directory is shared by every test.
 func (m *TB) Chdir(string) { m.Fatal("Chdir is not supported in the package setup") }
 
-// Skip, SkipNow and Skipf fail: the suite never skips.
+// Skip fails: the suite never skips.
 func (m *TB) Skip(args ...any) { m.Fatal(append([]any{"skipping is a failure: "}, args...)...) }
 
+// SkipNow fails: the suite never skips.
 func (m *TB) SkipNow() { m.Fatal("skipping is a failure") }
 
+// Skipf fails: the suite never skips.
 func (m *TB) Skipf(format string, args ...any) {
 	m.Fatalf("skipping is a failure: "+format, args...)
 }
 
+// Skipped is always false.
 func (m *TB) Skipped() bool { return false }
 
+// ArtifactDir is a new TempDir.
 func (m *TB) ArtifactDir() string { return m.TempDir() }
 
 // TempDir returns a new directory, removed by RunCleanups.

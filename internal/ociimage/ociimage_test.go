@@ -1,0 +1,109 @@
+package ociimage_test
+
+import (
+	"archive/tar"
+	"errors"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/keymount/keymount/internal/ociimage"
+)
+
+func TestBuildWriteReadBack(t *testing.T) {
+	spec := ociimage.Spec{
+		OS: "linux", Architecture: "arm64",
+		Files: []ociimage.File{
+			{Path: "/usr/bin/prog", Mode: 0o755, Data: []byte("#!prog")},
+			{Path: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Data: []byte("certs")},
+		},
+		Entrypoint: []string{"/usr/bin/prog"},
+		Cmd:        []string{"serve"},
+		User:       "65532:65532",
+		Labels:     map[string]string{"org.opencontainers.image.version": "v1"},
+	}
+	img, err := ociimage.Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ociimage.Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, _ := img.Digest()
+	d2, _ := again.Digest()
+	if d1 != d2 {
+		t.Errorf("the same spec built two digests: %s, %s", d1, d2)
+	}
+
+	path := filepath.Join(t.TempDir(), "img.tar")
+	if err := ociimage.WriteArchive(path, "keymount.test/prog:v1", img); err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag("keymount.test/prog:v1")
+	back, err := tarball.ImageFromPath(path, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := back.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.OS != "linux" || cfg.Architecture != "arm64" || !slices.Equal(cfg.Config.Entrypoint, spec.Entrypoint) ||
+		!slices.Equal(cfg.Config.Cmd, spec.Cmd) || cfg.Config.User != "65532:65532" ||
+		cfg.Config.Labels["org.opencontainers.image.version"] != "v1" {
+		t.Errorf("config read back: %+v", cfg)
+	}
+
+	tr := tar.NewReader(mutate.Extract(back))
+	got := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		got[strings.TrimSuffix(h.Name, "/")] = string(data) + "|" + h.FileInfo().Mode().String()
+	}
+	want := map[string]string{
+		"usr":                               "|drwxr-xr-x",
+		"usr/bin":                           "|drwxr-xr-x",
+		"usr/bin/prog":                      "#!prog|-rwxr-xr-x",
+		"etc":                               "|drwxr-xr-x",
+		"etc/ssl":                           "|drwxr-xr-x",
+		"etc/ssl/certs":                     "|drwxr-xr-x",
+		"etc/ssl/certs/ca-certificates.crt": "certs|-rw-r--r--",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("layer entry %s = %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("layer has %d entries, want %d: %v", len(got), len(want), got)
+	}
+}
+
+func TestBuildRejects(t *testing.T) {
+	for _, p := range []string{"prog", "/a/../prog", "/"} {
+		_, err := ociimage.Build(ociimage.Spec{OS: "linux", Architecture: "amd64", Files: []ociimage.File{{Path: p, Mode: 0o755}}})
+		if err == nil {
+			t.Errorf("path %q: no error", p)
+		}
+	}
+	if _, err := ociimage.Build(ociimage.Spec{}); err == nil {
+		t.Error("no OS/Architecture: no error")
+	}
+	if err := ociimage.WriteArchive(filepath.Join(t.TempDir(), "x.tar"), "Not A Ref", nil); err == nil {
+		t.Error("bad reference: no error")
+	}
+}

@@ -1,0 +1,327 @@
+package nodeenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/childproc"
+	"github.com/keymount/keymount/tests/k8senv"
+)
+
+const (
+	// DriverName is the CSI driver name pods use, as upstream.
+	DriverName = "secrets-store.csi.k8s.io"
+	// Image is the container image every pod of the tier runs: the probe
+	// program. It is imported into containerd, never pulled.
+	Image = "keymount.test/probe:v1"
+	// driverUser is the driver's identity, bound by the shipped RBAC.
+	driverUser = "system:serviceaccount:kube-system:keymount"
+	// startTimeout bounds the start of one part of the node (a loaded
+	// 2-core machine is slow; a part that does not start fails the test).
+	startTimeout = 90 * time.Second
+	// stopGrace is how long a process may take to exit after SIGTERM.
+	stopGrace = 20 * time.Second
+)
+
+// Options configure a node.
+type Options struct {
+	// TokenAudience, when set, makes the CSIDriver ask kubelet for a
+	// service-account token of that audience for every volume.
+	TokenAudience string
+	// KubeletSyncFrequency is kubelet's syncFrequency, which paces its
+	// republish of requiresRepublish volumes (default 1m, plus jitter).
+	KubeletSyncFrequency time.Duration
+}
+
+// Node is a running node and its control plane.
+type Node struct {
+	// Name is the Node object's name and the driver's node ID.
+	Name string
+	// Root is the temporary root everything of the node lives under.
+	Root string
+	// KubeletRoot is kubelet's --root-dir (and the driver's
+	// --kubelet-root-dir).
+	KubeletRoot string
+	// ProviderDir is the directory of provider sockets the driver searches:
+	// a test may serve a provider of its own there.
+	ProviderDir string
+	// ProviderRoot is the local provider's --root: the objects it serves.
+	ProviderRoot string
+	// CgroupRoot is kubelet's cgroupRoot, in every cgroup hierarchy.
+	CgroupRoot string
+
+	Env  *k8senv.Env
+	Kube kubernetes.Interface
+	Ctrl client.Client
+
+	assets, repo, bin string
+	logDir, podLogs   string
+	stateDir          string
+	driverKubeconfig  string
+	kubeletConfig     kubeletConfig
+
+	forker *childproc.Forker
+
+	mu         sync.Mutex
+	containerd *proc
+	kubelet    *proc
+	driver     *proc
+	provider   *proc
+}
+
+// Start builds keymount's binaries and the probe image, starts the control
+// plane, containerd, kubelet, the local provider and the driver, and returns
+// once the Node is Ready and the driver registered with kubelet. The node is
+// taken down when tb's cleanups run.
+func Start(tb testing.TB, opts Options) *Node {
+	tb.Helper()
+	root := shortTempDir(tb)
+	n := &Node{
+		Name:   "node-" + randomSuffix(),
+		Root:   root,
+		assets: os.Getenv(k8senv.AssetsEnv),
+		repo:   repoRoot(tb),
+		forker: childproc.NewForker(),
+	}
+	n.CgroupRoot = "/keymount-" + n.Name
+	n.KubeletRoot = mkdir(tb, root, "kubelet")
+	n.ProviderDir = mkdir(tb, root, "providers")
+	n.ProviderRoot = mkdir(tb, root, "objects")
+	n.logDir = mkdir(tb, root, "logs")
+	n.podLogs = mkdir(tb, root, "pod-logs")
+	n.stateDir = mkdir(tb, root, "keymount")
+	n.bin = mkdir(tb, root, "bin")
+	checkAssets(tb, n.assets)
+
+	// Cleanups run last registered first: the root goes last, after the
+	// control plane (registered by k8senv.Start below), which goes after
+	// the node's own parts (registered after it).
+	tb.Cleanup(func() {
+		n.forker.Close()
+		if left := Leftovers(n.Root, n.CgroupRoot); len(left) > 0 {
+			tb.Errorf("nodeenv: the node left %s", strings.Join(left, "; "))
+			return
+		}
+		if err := os.RemoveAll(n.Root); err != nil {
+			tb.Errorf("nodeenv: removing %s: %v", n.Root, err)
+		}
+	})
+
+	n.buildBinaries(tb)
+	n.Env = k8senv.Start(tb, k8senv.Options{
+		CRDDirectoryPaths: []string{filepath.Join(n.repo, "deploy", "crds")},
+		ControllerManager: true,
+		Dir:               mkdir(tb, root, "control-plane"),
+	})
+	n.clients(tb)
+	n.installKeymount(tb, opts)
+
+	tb.Cleanup(func() { n.teardown(tb) })
+	n.startContainerd(tb)
+	n.importImage(tb)
+	n.startKubelet(tb, opts)
+	n.StartProvider(tb)
+	n.StartDriver(tb)
+	n.waitDriverRegistered(tb)
+	return n
+}
+
+// clients makes the administrator clients.
+func (n *Node) clients(tb testing.TB) {
+	scheme := k8sruntime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), secretsstorev1.AddToScheme(scheme)); err != nil {
+		tb.Fatalf("nodeenv: scheme: %v", err)
+	}
+	var err error
+	if n.Ctrl, err = client.New(n.Env.Config, client.Options{Scheme: scheme}); err != nil {
+		tb.Fatalf("nodeenv: client: %v", err)
+	}
+	if n.Kube, err = kubernetes.NewForConfig(n.Env.Config); err != nil {
+		tb.Fatalf("nodeenv: clientset: %v", err)
+	}
+}
+
+// installKeymount creates what a cluster installing keymount has: the
+// shipped RBAC (with the secret-sync component) and CSIDriver object, and
+// the driver's credentials.
+func (n *Node) installKeymount(tb testing.TB, opts Options) {
+	ctx := tb.Context()
+	for _, f := range []string{"deploy/rbac.yaml", "deploy/components/secret-sync/rbac.yaml"} {
+		for _, obj := range decodeAll(tb, filepath.Join(n.repo, filepath.FromSlash(f))) {
+			if err := n.Ctrl.Create(ctx, obj); err != nil {
+				tb.Fatalf("nodeenv: create %s %q from %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), f, err)
+			}
+		}
+	}
+	objs := decodeAll(tb, filepath.Join(n.repo, "deploy", "csidriver.yaml"))
+	if len(objs) != 1 {
+		tb.Fatalf("nodeenv: deploy/csidriver.yaml holds %d objects, want 1", len(objs))
+	}
+	csiDriver := &storagev1.CSIDriver{}
+	u, ok := objs[0].(*unstructured.Unstructured)
+	if !ok {
+		tb.Fatalf("nodeenv: deploy/csidriver.yaml decoded to %T", objs[0])
+	}
+	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, csiDriver); err != nil {
+		tb.Fatalf("nodeenv: deploy/csidriver.yaml: %v", err)
+	}
+	if opts.TokenAudience != "" {
+		csiDriver.Spec.TokenRequests = []storagev1.TokenRequest{{Audience: opts.TokenAudience}}
+	}
+	if err := n.Ctrl.Create(ctx, csiDriver); err != nil {
+		tb.Fatalf("nodeenv: create the CSIDriver: %v", err)
+	}
+	n.driverKubeconfig, _ = n.Env.KubeconfigFor(tb, driverUser, []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"})
+}
+
+// PrepareNamespace creates namespace ns with what kube-controller-manager's
+// service-account and root-CA controllers would create (this control plane
+// runs only the garbage collector): the "default" ServiceAccount and the
+// kube-root-ca.crt ConfigMap that every pod's API access volume reads.
+func (n *Node) PrepareNamespace(t testing.TB, ns string) {
+	t.Helper()
+	ctx := t.Context()
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}},
+		&corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: ns},
+			Data:       map[string]string{"ca.crt": string(n.Env.Config.CAData)},
+		},
+	}
+	for _, o := range objs {
+		if err := n.Ctrl.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("nodeenv: create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// waitDriverRegistered waits until kubelet lists the driver on the node's
+// CSINode object: kubelet found its registration socket and called
+// NodeGetInfo.
+func (n *Node) waitDriverRegistered(tb testing.TB) {
+	tb.Helper()
+	err := wait.PollUntilContextTimeout(tb.Context(), 100*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
+		csiNode, err := n.Kube.StorageV1().CSINodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, d := range csiNode.Spec.Drivers {
+			if d.Name == DriverName && d.NodeID == n.Name {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		tb.Fatalf("nodeenv: kubelet did not register %s: %v\n%s\n%s", DriverName, err, n.LogTail("keymount-driver"), n.LogTail("kubelet"))
+	}
+}
+
+// DriverRegistrations counts kubelet's log lines saying it registered the
+// driver (one per registration).
+func (n *Node) DriverRegistrations(t testing.TB) int {
+	t.Helper()
+	data, err := os.ReadFile(n.logPath("kubelet"))
+	if err != nil {
+		t.Fatalf("nodeenv: %v", err)
+	}
+	return strings.Count(string(data), "Register new plugin with name: "+DriverName)
+}
+
+// buildBinaries builds the driver, the local provider and the probe, static.
+func (n *Node) buildBinaries(tb testing.TB) {
+	cmd := exec.Command(goTool(), "build", "-trimpath", "-ldflags=-X=main.version=node-tier", "-o", n.bin+string(filepath.Separator),
+		"./cmd/keymount-driver", "./cmd/keymount-provider-local", "./tests/node/probe")
+	cmd.Dir = n.repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("nodeenv: go build: %v\n%s", err, out)
+	}
+}
+
+// checkAssets fails unless KUBEBUILDER_ASSETS holds every part of the node.
+func checkAssets(tb testing.TB, dir string) {
+	tb.Helper()
+	const fix = "run `make k8s-env` and set " + k8senv.AssetsEnv + "=$(hack/install-k8s.sh --print-assets-dir), or run the tests through `make test`"
+	if dir == "" {
+		tb.Fatalf("nodeenv: %s is not set: %s", k8senv.AssetsEnv, fix)
+	}
+	var missing []string
+	for _, b := range []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc", "cni/loopback"} {
+		info, err := os.Stat(filepath.Join(dir, b))
+		if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		tb.Fatalf("nodeenv: %s=%s lacks %s: %s", k8senv.AssetsEnv, dir, strings.Join(missing, ", "), fix)
+	}
+}
+
+// shortTempDir is a new directory directly under /tmp, removed by Start's
+// cleanup: unix socket paths under it must stay below 108 bytes.
+func shortTempDir(tb testing.TB) string {
+	dir, err := os.MkdirTemp("", "kmnode-")
+	if err != nil {
+		tb.Fatalf("nodeenv: %v", err)
+	}
+	return dir
+}
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func mkdir(tb testing.TB, dir, name string) string {
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(p, 0o755); err != nil { //nolint:gosec // G301: kubelet and containers traverse the node's directories
+		tb.Fatalf("nodeenv: %v", err)
+	}
+	return p
+}
+
+// repoRoot is the directory of the module's go.mod.
+func repoRoot(tb testing.TB) string {
+	out, err := exec.Command(goTool(), "env", "GOMOD").Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		tb.Fatalf("nodeenv: finding the module root with `go env GOMOD`: %q, %v", gomod, err)
+	}
+	return filepath.Dir(gomod)
+}
+
+// goTool is the go command: go test puts the toolchain's bin directory
+// first in the test binary's PATH.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "go"
+}

@@ -1,0 +1,124 @@
+package nodeenv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/keymount/keymount/tests/childproc"
+)
+
+// logTailLines is how much of a log LogTail returns.
+const logTailLines = 60
+
+// proc is one of the node's processes, logging to <logDir>/<name>.log.
+type proc struct {
+	name string
+	p    *childproc.Proc
+}
+
+// start starts binary with args and env (added to the test's environment),
+// in a process group of its own, tied to the node's thread: it dies with the
+// test binary at the latest.
+func (n *Node) start(tb testing.TB, name, binary string, env []string, args ...string) *proc {
+	tb.Helper()
+	log, err := os.OpenFile(n.logPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		tb.Fatalf("nodeenv: %v", err)
+	}
+	defer func() { _ = log.Close() }() // the child has its own descriptor
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p, err := n.forker.Start(cmd)
+	if err != nil {
+		tb.Fatalf("nodeenv: start %s: %v", name, err)
+	}
+	return &proc{name: name, p: p}
+}
+
+// stop stops p (SIGTERM, then SIGKILL after stopGrace), reporting a process
+// that had died, failed or had to be killed.
+func (p *proc) stop(tb testing.TB) {
+	if p == nil {
+		return
+	}
+	if err := p.p.Stop(stopGrace); err != nil {
+		// containerd and kubelet exit with a failure status on SIGTERM at
+		// times (a canceled context); only a kill or an earlier death counts.
+		if errors.Is(err, childproc.ErrKilled) || errors.Is(err, childproc.ErrExited) {
+			tb.Errorf("nodeenv: stopping %s: %v", p.name, err)
+		}
+	}
+}
+
+func (n *Node) logPath(name string) string { return filepath.Join(n.logDir, name+".log") }
+
+// LogPath is the log file of the node's process called name (containerd,
+// kubelet, keymount-driver, keymount-provider-local).
+func (n *Node) LogPath(name string) string { return n.logPath(name) }
+
+// LogFiles lists every log the node's processes wrote, the control plane's
+// included (not the containers' own output).
+func (n *Node) LogFiles(tb testing.TB) []string {
+	var out []string
+	for _, dir := range []string{n.logDir, filepath.Join(n.Root, "control-plane", "logs")} {
+		m, err := filepath.Glob(filepath.Join(dir, "*.log"))
+		if err != nil {
+			tb.Fatalf("nodeenv: %v", err)
+		}
+		out = append(out, m...)
+	}
+	return out
+}
+
+// LogTail is the end of the log of the process called name, for failure
+// messages.
+func (n *Node) LogTail(name string) string {
+	data, err := os.ReadFile(n.logPath(name))
+	if err != nil {
+		return fmt.Sprintf("(%s log: %v)", name, err)
+	}
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	if len(lines) > logTailLines {
+		lines = lines[len(lines)-logTailLines:]
+	}
+	return fmt.Sprintf("--- %s log (end) ---\n%s", name, bytes.Join(lines, []byte("\n")))
+}
+
+// decodeAll decodes every object of a multi-document YAML file.
+func decodeAll(tb testing.TB, path string) []client.Object {
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatalf("nodeenv: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	var out []client.Object
+	for {
+		u := &unstructured.Unstructured{}
+		err := dec.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			tb.Fatalf("nodeenv: %s: %v", path, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return slices.Clip(out)
+}
