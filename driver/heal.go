@@ -46,6 +46,18 @@ func (d *Driver) loadRecord(v *volume.Volume, p *publishRequest) (*volume.Record
 // sameVolume refuses a republish that would change what the volume is: its
 // target, class or read-only flag. CSI says AlreadyExists; the mounted
 // volume is left as it is.
+//
+// A new volume_mount_group is not refused: the refresh writes the files in
+// the new group as a change like any other (atomicwrite.WriteGroup counts
+// a generation in another group as different). Kubelet sends the same
+// fsGroup for a pod's volume every time (the pod's securityContext cannot
+// change), except across a change of the driver: after an upgrade to a
+// driver with VOLUME_MOUNT_GROUP (or a CSIDriver switched to fsGroupPolicy
+// File) the republishes of running pods bring a group their volumes were
+// not written with, and a volume adopted from the upstream driver has none
+// recorded. Refusing those would fail the republish, and kubelet removes
+// the mount directory of a volume whose republish fails, taking the files
+// from a running pod; rewriting gives them the group the pod asked for.
 func sameVolume(prev *volume.Record, p *publishRequest) error {
 	switch {
 	case prev == nil:

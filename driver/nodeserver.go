@@ -19,12 +19,20 @@ func (s *nodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi
 	return &csi.NodeGetInfoResponse{NodeId: s.d.cfg.NodeID}, nil
 }
 
+// NodeGetCapabilities advertises volume stats and VOLUME_MOUNT_GROUP. With
+// VOLUME_MOUNT_GROUP kubelet leaves the pod's fsGroup to the driver and sends
+// it in every NodePublishVolume (deploy/csidriver.yaml sets fsGroupPolicy:
+// File); without it kubelet applies no fsGroup at all to a read-only volume,
+// which every secrets volume is.
 func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{{
-		Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{
-			Type: csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
-		}},
-	}}}, nil
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{
+		rpcCapability(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS),
+		rpcCapability(csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP),
+	}}, nil
+}
+
+func rpcCapability(t csi.NodeServiceCapability_RPC_Type) *csi.NodeServiceCapability {
+	return &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}}}
 }
 
 func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {

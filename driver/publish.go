@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -133,7 +134,7 @@ func (d *Driver) fetchAndWrite(ctx context.Context, v *volume.Volume, spc *secre
 	if err != nil {
 		return nil, false, err
 	}
-	changed, err := d.write(v, resp.GetFiles())
+	changed, err := d.write(v, p, resp.GetFiles())
 	if err != nil {
 		return nil, false, err
 	}
@@ -145,10 +146,12 @@ func (d *Driver) fetchAndWrite(ctx context.Context, v *volume.Volume, spc *secre
 	return rec, changed, nil
 }
 
-// write puts the provider's files into the volume. A write whose swap
-// happened but whose clean-up failed counts as written: the pod sees the new
-// generation, and the next write repairs the rest.
-func (d *Driver) write(v *volume.Volume, files []*v1alpha1.File) (bool, error) {
+// write puts the provider's files into the volume, in the request's mount
+// group (the pod's fsGroup) or else in the driver's own group (root's), as
+// before VOLUME_MOUNT_GROUP. A write whose swap happened but whose clean-up
+// failed counts as written: the pod sees the new generation, and the next
+// write repairs the rest.
+func (d *Driver) write(v *volume.Volume, p *publishRequest, files []*v1alpha1.File) (bool, error) {
 	if len(files) == 0 {
 		return false, nil
 	}
@@ -161,7 +164,11 @@ func (d *Driver) write(v *volume.Volume, files []*v1alpha1.File) (bool, error) {
 			"(each file rounded up to whole pages), more than a volume holds (%d): raise the driver's --tmpfs-size",
 			errTooLarge, len(wf), need, limit)
 	}
-	changed, err := atomicwrite.Write(v.DataDir, wf)
+	gid := p.gid
+	if gid == noMountGroup {
+		gid = os.Getegid()
+	}
+	changed, err := atomicwrite.WriteGroup(v.DataDir, wf, gid)
 	if err != nil && changed {
 		klog.ErrorS(err, "new volume content is live, cleaning up the old failed; the next write retries", "volumeID", v.ID)
 		return true, nil
@@ -185,7 +192,7 @@ func (d *Driver) newRecord(p *publishRequest, spc *secretsstorev1.SecretProvider
 	rec := &volume.Record{
 		VolumeID: p.volumeID, TargetPath: p.targetPath, ReadOnly: p.readOnly,
 		PodName: p.podName, PodNamespace: p.podNamespace, PodUID: p.podUID, ServiceAccount: p.serviceAccount,
-		Class: p.className, Provider: string(spc.Spec.Provider),
+		Class: p.className, Provider: string(spc.Spec.Provider), MountGroup: p.mountGroup,
 		LastMount: now, LastChange: now, Generation: 1,
 	}
 	for _, o := range resp.GetObjectVersion() {
@@ -262,7 +269,7 @@ func logPublished(p *publishRequest, spc *secretsstorev1.SecretProviderClass, re
 			"spc", p.className, "provider", spc.Spec.Provider, "objects", len(rec.Objects))
 	case changed:
 		klog.InfoS("volume content changed", "volumeID", p.volumeID, "pod", klog.KRef(p.podNamespace, p.podName),
-			"spc", p.className, "generation", rec.Generation)
+			"spc", p.className, "generation", rec.Generation, "mountGroup", rec.MountGroup)
 	default:
 		klog.V(4).InfoS("volume unchanged", "volumeID", p.volumeID, "spc", p.className)
 	}

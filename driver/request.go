@@ -40,7 +40,19 @@ type publishRequest struct {
 	serviceAccount string
 	volumeContext  map[string]string
 	secrets        map[string]string
+	// mountGroup is the volume_mount_group kubelet sent (the pod's
+	// fsGroup), as a canonical decimal; "" for none.
+	mountGroup string
+	// gid is mountGroup as a number, noMountGroup for none.
+	gid int
 }
+
+// noMountGroup is publishRequest.gid without a volume_mount_group.
+const noMountGroup = -1
+
+// maxMountGroup is the largest group ID accepted, the largest fsGroup a pod
+// may have.
+const maxMountGroup = 1<<31 - 1
 
 // parsePublishRequest checks a request before anything is touched. Errors
 // name the field and the fix. The target path must be the one kubelet gives
@@ -74,6 +86,9 @@ func parsePublishRequest(req *csi.NodePublishVolumeRequest, kubeletRoot string) 
 		volumeContext:  vc,
 		secrets:        req.GetSecrets(),
 	}
+	if err := p.parseMountGroup(req.GetVolumeCapability().GetMount().GetVolumeMountGroup()); err != nil {
+		return nil, err
+	}
 	switch {
 	case p.className == "":
 		return nil, invalidf("volume attribute %s is missing: set volumeAttributes.%s in the pod's csi volume", AttrClass, AttrClass)
@@ -87,6 +102,26 @@ func parsePublishRequest(req *csi.NodePublishVolumeRequest, kubeletRoot string) 
 	}
 	p.target = t
 	return p, nil
+}
+
+// parseMountGroup takes the volume_mount_group kubelet sends when the
+// CSIDriver's fsGroupPolicy is File and the driver has VOLUME_MOUNT_GROUP:
+// the pod's fsGroup, a group ID from 0 to 2147483647 in decimal. Empty is no
+// group.
+func (p *publishRequest) parseMountGroup(s string) error {
+	p.gid = noMountGroup
+	if s == "" {
+		return nil
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n > maxMountGroup {
+		return invalidf("volume_capability.mount.volume_mount_group %s is not a group ID: "+
+			"send the pod's fsGroup as a decimal number from 0 to %d, or nothing for files owned by root's group",
+			quoteName(s), maxMountGroup)
+	}
+	p.gid = int(n)
+	p.mountGroup = strconv.Itoa(p.gid)
+	return nil
 }
 
 // buildMountRequest builds the provider's request exactly as the upstream

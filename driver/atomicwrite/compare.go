@@ -13,9 +13,11 @@ import (
 var errDiffers = errors.New("generation differs")
 
 // holds reports whether the generation directory genPath holds exactly want
-// (same paths, modes and bytes). It reads one file at a time, in chunks, so
-// that comparing a large volume costs no more memory than a buffer.
-func holds(genPath string, want []File) (bool, error) {
+// (same paths, modes and bytes), with every directory and file, genPath
+// included, in group gid (any group for keepGroup). It reads one file at a
+// time, in chunks, so that comparing a large volume costs no more memory
+// than a buffer.
+func holds(genPath string, want []File, gid int) (bool, error) {
 	byPath := make(map[string]*File, len(want))
 	for i := range want {
 		byPath[want[i].Path] = &want[i]
@@ -28,15 +30,18 @@ func holds(genPath string, want []File) (bool, error) {
 	buf := make([]byte, 32<<10)
 	seen := 0
 	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		switch {
+		case err != nil:
 			return err
+		case d.IsDir():
+			return dirInGroup(d, gid)
 		}
 		f := byPath[p]
 		if f == nil || !d.Type().IsRegular() {
 			return errDiffers
 		}
 		seen++
-		return sameAs(root, d, f, buf)
+		return sameAs(root, d, f, gid, buf)
 	})
 	switch {
 	case errors.Is(err, errDiffers):
@@ -47,13 +52,30 @@ func holds(genPath string, want []File) (bool, error) {
 	return seen == len(want), nil
 }
 
-// sameAs returns errDiffers unless the file d at f.Path has f's mode and bytes.
-func sameAs(root *os.Root, d fs.DirEntry, f *File, buf []byte) error {
+// dirInGroup returns errDiffers unless the directory d is in group gid.
+// Without a group to check it stats nothing.
+func dirInGroup(d fs.DirEntry, gid int) error {
+	if gid == keepGroup {
+		return nil
+	}
 	fi, err := d.Info()
 	if err != nil {
 		return err
 	}
-	if fi.Mode().Perm() != f.Mode || fi.Size() != int64(len(f.Contents)) {
+	if !inGroup(fi, gid) {
+		return errDiffers
+	}
+	return nil
+}
+
+// sameAs returns errDiffers unless the file d at f.Path has f's mode and
+// bytes, and is in group gid.
+func sameAs(root *os.Root, d fs.DirEntry, f *File, gid int, buf []byte) error {
+	fi, err := d.Info()
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm() != f.Mode || fi.Size() != int64(len(f.Contents)) || !inGroup(fi, gid) {
 		return errDiffers
 	}
 	in, err := root.Open(filepath.FromSlash(f.Path))

@@ -49,6 +49,15 @@
 // Otherwise a Write happened in between: start over. Each file on its own is
 // always intact, whatever the outcome.
 //
+// # Groups
+//
+// WriteGroup puts the volume directory and every directory and file of a
+// generation in one group (a pod's fsGroup), owner unchanged, modes as
+// Write gives them: files the modes asked for, directories 0755. The group
+// is set on each entry before the generation is published, and a generation
+// in another group does not count as holding the same files, so changing the
+// group writes and swaps in a new generation like any other change.
+//
 // # Callers
 //
 // Write takes an exclusive flock(2) on dir, so concurrent writers of one

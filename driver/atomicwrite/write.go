@@ -27,7 +27,29 @@ const retireGrace = 5 * time.Second
 // A failure before the swap of ..data leaves the old content intact and
 // returns changed=false. changed=true with an error means the new content is
 // live but a top-level link or the cleanup failed; the next Write repairs it.
+//
+// Files and directories are created in the writer's own group; WriteGroup
+// chooses another.
 func Write(dir string, files []File) (changed bool, err error) {
+	return write(dir, files, keepGroup)
+}
+
+// WriteGroup is Write with a group: dir itself and every directory and file
+// of the new generation belong to group gid (their owner stays the writer),
+// with the same modes as Write gives them. The group is set before the swap
+// of ..data, so no reader ever sees a file of the new generation in another
+// group. Content counts as unchanged only when the current generation is in
+// group gid too: a WriteGroup with another group than the last one writes a
+// new generation. gid must be 0 to 2147483647, or the error wraps
+// ErrInvalidGroup and nothing is written.
+func WriteGroup(dir string, files []File, gid int) (changed bool, err error) {
+	if gid < 0 || gid > maxGroup {
+		return false, fmt.Errorf("%w %d: want 0 to %d", ErrInvalidGroup, gid, maxGroup)
+	}
+	return write(dir, files, gid)
+}
+
+func write(dir string, files []File, gid int) (changed bool, err error) {
 	want, err := normalize(files)
 	if err != nil {
 		return false, err
@@ -39,8 +61,11 @@ func Write(dir string, files []File) (changed bool, err error) {
 	defer unlock()
 
 	names := topLevelNames(want)
-	prev, same := inspect(dir, want, names)
+	prev, same := inspect(dir, want, names, gid)
 	if same {
+		if err := setDirGroup(dir, gid); err != nil {
+			return false, err
+		}
 		return false, cleanup(dir, names, keepGenerations(prev, prev, time.Now()))
 	}
 	if err := checkNames(dir, names); err != nil {
@@ -49,9 +74,12 @@ func Write(dir string, files []File) (changed bool, err error) {
 	if err := makeRoom(dir, prev, Need(want)); err != nil {
 		return false, err
 	}
-	gen, err := writeGeneration(dir, want)
+	gen, err := writeGeneration(dir, want, gid)
 	if err != nil {
 		return false, err
+	}
+	if err := setDirGroup(dir, gid); err != nil {
+		return false, errors.Join(err, os.RemoveAll(filepath.Join(dir, gen)))
 	}
 	if err := swap(dir, gen); err != nil {
 		return false, err
@@ -64,9 +92,9 @@ func Write(dir string, files []File) (changed bool, err error) {
 }
 
 // inspect returns the current generation of dir, and whether it holds exactly
-// want with every top-level link in place and no stale or temporary link.
-// Retired generations do not count here.
-func inspect(dir string, want []File, names []string) (string, bool) {
+// want, in group gid, with every top-level link in place and no stale or
+// temporary link. Retired generations do not count here.
+func inspect(dir string, want []File, names []string, gid int) (string, bool) {
 	gen, err := currentGeneration(dir)
 	if err != nil {
 		klog.V(2).InfoS("rewriting volume with unreadable content", "targetPath", dir, "err", err)
@@ -75,7 +103,7 @@ func inspect(dir string, want []File, names []string) (string, bool) {
 	if gen == "" {
 		return "", false
 	}
-	same, err := holds(filepath.Join(dir, gen), want)
+	same, err := holds(filepath.Join(dir, gen), want, gid)
 	if err != nil {
 		klog.V(2).InfoS("rewriting volume with unreadable content", "targetPath", dir, "err", err)
 	}

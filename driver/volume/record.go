@@ -32,6 +32,10 @@ type Record struct {
 	Provider       string   `json:"provider"`
 	ReadOnly       bool     `json:"readOnly"`
 	Objects        []Object `json:"objects"`
+	// MountGroup is the group the files were written with: the pod's
+	// fsGroup kubelet sent as volume_mount_group, in decimal; "" for none
+	// (root's group).
+	MountGroup string `json:"volumeMountGroup,omitempty"`
 	// Generation counts content changes written into the volume.
 	Generation int64 `json:"generation"`
 	// LastMount is the time of the last successful provider call.
