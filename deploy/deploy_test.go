@@ -1,0 +1,319 @@
+// Package deploy_test renders the shipped kustomizations with kustomize's
+// own library, as `kubectl apply -k` does, and checks what comes out.
+package deploy_test
+
+import (
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// Paths of the shipped DaemonSet, as the driver and kubelet must agree on them.
+const (
+	registrationFlag     = "--plugin-registration-dir="
+	kubeletPathFlag      = "--kubelet-registration-path="
+	pluginsRegistry      = "/var/lib/kubelet/plugins_registry"
+	pluginDir            = "/var/lib/kubelet/plugins/csi-secrets-store"
+	registrarName        = "node-driver-registrar"
+	registrarSidecarPath = "components/registrar-sidecar"
+	secretSyncPath       = "components/secret-sync"
+)
+
+// rendered is what a kustomization renders to.
+type rendered struct {
+	daemonSet *appsv1.DaemonSet
+	csiDriver *storagev1.CSIDriver
+	kinds     []string
+}
+
+// deployFS copies this directory's manifests into an in-memory file system
+// under /deploy, so tests can add overlays (and break things) beside it.
+func deployFS(t *testing.T) filesys.FileSystem {
+	t.Helper()
+	mem := filesys.MakeFsInMemory()
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return mem.WriteFile(path.Join("/deploy", filepath.ToSlash(p)), data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem
+}
+
+// overlay writes a kustomization at /overlay using /deploy with components.
+func overlay(t *testing.T, mem filesys.FileSystem, components ...string) string {
+	t.Helper()
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../deploy\n"
+	if len(components) > 0 {
+		k += "components:\n"
+		for _, c := range components {
+			k += "  - ../deploy/" + c + "\n"
+		}
+	}
+	if err := mem.WriteFile("/overlay/kustomization.yaml", []byte(k)); err != nil {
+		t.Fatal(err)
+	}
+	return "/overlay"
+}
+
+func render(t *testing.T, mem filesys.FileSystem, dir string) (*rendered, error) {
+	t.Helper()
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := &rendered{}
+	for _, r := range m.Resources() {
+		out.kinds = append(out.kinds, r.GetKind()+"/"+r.GetName())
+		data, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch r.GetKind() {
+		case "DaemonSet":
+			out.daemonSet = &appsv1.DaemonSet{}
+			err = yaml.UnmarshalStrict(data, out.daemonSet)
+		case "CSIDriver":
+			out.csiDriver = &storagev1.CSIDriver{}
+			err = yaml.UnmarshalStrict(data, out.csiDriver)
+		}
+		if err != nil {
+			t.Fatalf("decode %s/%s: %v", r.GetKind(), r.GetName(), err)
+		}
+	}
+	if out.daemonSet == nil {
+		t.Fatalf("%s renders no DaemonSet: %v", dir, out.kinds)
+	}
+	return out, nil
+}
+
+func mustRender(t *testing.T, mem filesys.FileSystem, dir string) *rendered {
+	t.Helper()
+	r, err := render(t, mem, dir)
+	if err != nil {
+		t.Fatalf("render %s: %v", dir, err)
+	}
+	return r
+}
+
+func (r *rendered) container(t *testing.T, name string) *corev1.Container {
+	t.Helper()
+	for i, c := range r.daemonSet.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return &r.daemonSet.Spec.Template.Spec.Containers[i]
+		}
+	}
+	t.Fatalf("the DaemonSet has no container %s", name)
+	return nil
+}
+
+func (r *rendered) containerNames() []string {
+	var names []string
+	for _, c := range r.daemonSet.Spec.Template.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// hostPathOf returns the host path behind the volume mounted at mountPath
+// in c, "" when nothing is mounted there.
+func (r *rendered) hostPathOf(t *testing.T, c *corev1.Container, mountPath string) string {
+	t.Helper()
+	for _, m := range c.VolumeMounts {
+		if m.MountPath != mountPath {
+			continue
+		}
+		for _, v := range r.daemonSet.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.HostPath != nil {
+				return v.HostPath.Path
+			}
+		}
+		t.Fatalf("container %s mounts %s from volume %s, which is no hostPath", c.Name, mountPath, m.Name)
+	}
+	return ""
+}
+
+// flagValue returns the value of the flag with prefix in args, and whether
+// it is there.
+func flagValue(args []string, prefix string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, prefix); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// hostSocket is the host path of the CSI socket c serves or reaches through
+// the flag with prefix (a container path under a hostPath mount).
+func (r *rendered) hostSocket(t *testing.T, c *corev1.Container, prefix string) string {
+	t.Helper()
+	sock, ok := flagValue(c.Args, prefix)
+	if !ok {
+		t.Fatalf("container %s has no %s flag: %q", c.Name, prefix, c.Args)
+	}
+	sock = strings.TrimPrefix(sock, "unix://")
+	host := r.hostPathOf(t, c, path.Dir(sock))
+	if host == "" {
+		t.Fatalf("container %s: %s is in no mounted directory", c.Name, sock)
+	}
+	return path.Join(host, path.Base(sock))
+}
+
+// TestDefaultRegistersBuiltIn: the default DaemonSet has no registrar
+// sidecar; the driver registers itself in kubelet's plugins_registry and
+// announces the host path where its CSI socket really is.
+func TestDefaultRegistersBuiltIn(t *testing.T) {
+	r := mustRender(t, deployFS(t), "/deploy")
+	if names := r.containerNames(); !slices.Equal(names, []string{"keymount"}) {
+		t.Fatalf("containers %v, want keymount alone", names)
+	}
+	c := r.container(t, "keymount")
+	dir, ok := flagValue(c.Args, registrationFlag)
+	if !ok {
+		t.Fatalf("no %s in %q", registrationFlag, c.Args)
+	}
+	if got := r.hostPathOf(t, c, dir); got != pluginsRegistry {
+		t.Errorf("%s%s is host path %q, want kubelet's %s", registrationFlag, dir, got, pluginsRegistry)
+	}
+	announced, ok := flagValue(c.Args, kubeletPathFlag)
+	if !ok {
+		t.Fatalf("no %s in %q", kubeletPathFlag, c.Args)
+	}
+	serving := r.hostSocket(t, c, "--endpoint=")
+	if announced != serving || path.Dir(serving) != pluginDir {
+		t.Errorf("announced %s, serving at %s on the host; want both in %s", announced, serving, pluginDir)
+	}
+	if r.daemonSet.Namespace != "kube-system" {
+		t.Errorf("namespace %q, want kube-system", r.daemonSet.Namespace)
+	}
+}
+
+// TestRegistrarSidecarComponent: the component puts the sidecar back and
+// takes the driver's registration flags and mount away, nothing else; with
+// secret-sync, in either order, both apply.
+func TestRegistrarSidecarComponent(t *testing.T) {
+	mem := deployFS(t)
+	base := mustRender(t, mem, "/deploy").container(t, "keymount")
+	var wantArgs []string
+	for _, a := range base.Args {
+		if !strings.HasPrefix(a, registrationFlag) && !strings.HasPrefix(a, kubeletPathFlag) {
+			wantArgs = append(wantArgs, a)
+		}
+	}
+	tests := []struct {
+		name       string
+		components []string
+		extraArgs  []string
+	}{
+		{name: "alone", components: []string{registrarSidecarPath}},
+		{name: "after secret-sync", components: []string{secretSyncPath, registrarSidecarPath}, extraArgs: []string{"--sync-secrets"}},
+		{name: "before secret-sync", components: []string{registrarSidecarPath, secretSyncPath}, extraArgs: []string{"--sync-secrets"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustRender(t, mem, overlay(t, mem, tc.components...))
+			if names := r.containerNames(); !slices.Equal(names, []string{"keymount", registrarName}) {
+				t.Fatalf("containers %v, want keymount and %s", names, registrarName)
+			}
+			c := r.container(t, "keymount")
+			if diff := cmp.Diff(append(slices.Clone(wantArgs), tc.extraArgs...), c.Args); diff != "" {
+				t.Errorf("keymount args (-want +got):\n%s", diff)
+			}
+			for _, m := range c.VolumeMounts {
+				if r.hostPathOf(t, c, m.MountPath) == pluginsRegistry {
+					t.Errorf("keymount still mounts %s at %s", pluginsRegistry, m.MountPath)
+				}
+			}
+			s := r.container(t, registrarName)
+			if got := r.hostSocket(t, s, "--csi-address="); got != r.hostSocket(t, c, "--endpoint=") {
+				t.Errorf("the sidecar reaches %s, the driver serves at %s", got, r.hostSocket(t, c, "--endpoint="))
+			}
+			if got, _ := flagValue(s.Args, kubeletPathFlag); got != path.Join(pluginDir, "csi.sock") {
+				t.Errorf("the sidecar announces %q, want %s", got, path.Join(pluginDir, "csi.sock"))
+			}
+			if got := r.hostPathOf(t, s, "/registration"); got != pluginsRegistry {
+				t.Errorf("the sidecar's /registration is host path %q, want %s", got, pluginsRegistry)
+			}
+		})
+	}
+}
+
+// TestRegistrarSidecarRefusesMovedFlags: the component removes the
+// driver's registration flags by position; when they have moved, rendering
+// fails instead of removing other flags.
+func TestRegistrarSidecarRefusesMovedFlags(t *testing.T) {
+	mem := deployFS(t)
+	data, err := mem.ReadFile("/deploy/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// --health-addr moves from before the registration flags to after them:
+	// the same number of arguments, other ones at the removed positions.
+	const health = "            - --health-addr=:9809\n"
+	const last = "            - --kubelet-registration-path=/var/lib/kubelet/plugins/csi-secrets-store/csi.sock\n"
+	moved := strings.Replace(strings.Replace(string(data), health, "", 1), last, last+health, 1)
+	if moved == string(data) || strings.Count(moved, health) != 1 {
+		t.Fatal("the DaemonSet's arguments are not where this test expects them")
+	}
+	if err := mem.WriteFile("/deploy/daemonset.yaml", []byte(moved)); err != nil {
+		t.Fatal(err)
+	}
+	mustRender(t, mem, "/deploy") // the base alone still renders
+	r, err := render(t, mem, overlay(t, mem, registrarSidecarPath))
+	if err == nil {
+		t.Fatalf("rendered with moved flags; keymount args %q", r.container(t, "keymount").Args)
+	}
+}
+
+// TestCSIDriver: the shipped CSIDriver keeps upstream's settings and asks
+// kubelet to hand the pod's fsGroup to the driver.
+func TestCSIDriver(t *testing.T) {
+	r := mustRender(t, deployFS(t), "/deploy")
+	if r.csiDriver == nil {
+		t.Fatalf("no CSIDriver in %v", r.kinds)
+	}
+	file := storagev1.FileFSGroupPolicy
+	yes, no := true, false
+	want := storagev1.CSIDriverSpec{
+		AttachRequired:       &no,
+		PodInfoOnMount:       &yes,
+		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecycleEphemeral},
+		RequiresRepublish:    &yes,
+		FSGroupPolicy:        &file,
+		TokenRequests:        []storagev1.TokenRequest{},
+	}
+	if r.csiDriver.Name != "secrets-store.csi.k8s.io" {
+		t.Errorf("CSIDriver name %q, want upstream's secrets-store.csi.k8s.io", r.csiDriver.Name)
+	}
+	if diff := cmp.Diff(want, r.csiDriver.Spec); diff != "" {
+		t.Errorf("CSIDriver spec (-want +got):\n%s", diff)
+	}
+}
+
+// TestProviderKustomizationRenders: the provider kustomizations render too.
+func TestProviderKustomizationRenders(t *testing.T) {
+	mem := deployFS(t)
+	if _, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, "/deploy/providers/aws"); err != nil {
+		t.Fatalf("render providers/aws: %v", err)
+	}
+}
