@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ type controllerManagerConfig struct {
 	kubeconfig string   // an identity in system:masters
 	certDir    string   // where it writes its self-signed serving certificate
 	log        *os.File // its stdout and stderr
+	extra      []string // controllers to run besides the garbage collector
 }
 
 // controllerManager is a running kube-controller-manager.
@@ -48,7 +50,7 @@ func startControllerManager(t testing.TB, owner *processOwner, cfg controllerMan
 	}
 	cmd := exec.Command(cfg.path,
 		"--kubeconfig="+cfg.kubeconfig,
-		"--controllers="+controllers,
+		"--controllers="+strings.Join(append([]string{controllers}, cfg.extra...), ","),
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
 		"--bind-address="+loopback,

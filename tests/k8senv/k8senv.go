@@ -35,6 +35,9 @@ type Options struct {
 	// ControllerManager also runs kube-controller-manager with the garbage
 	// collector, so dependents whose owners are gone are deleted.
 	ControllerManager bool
+	// Controllers are kube-controller-manager controllers to run besides
+	// the garbage collector (e.g. "job-controller"), with ControllerManager.
+	Controllers []string
 	// Dir is where the control plane keeps its data, certificates and logs;
 	// empty means a new t.TempDir(). Its removal is the caller's.
 	Dir string
@@ -130,6 +133,7 @@ func Start(t testing.TB, opts Options) *Env {
 			kubeconfig: kubeconfig,
 			certDir:    mkdir(t, dir, "kube-controller-manager"),
 			log:        logs.open("kube-controller-manager"),
+			extra:      opts.Controllers,
 		})
 	}
 	return env

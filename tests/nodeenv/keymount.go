@@ -2,6 +2,8 @@ package nodeenv
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -20,6 +22,13 @@ const driverVerbosity = "-v=10"
 // it under kubelet's root.
 func (n *Node) CSISocket() string {
 	return filepath.Join(n.KubeletRoot, "plugins", "csi-secrets-store", "csi.sock")
+}
+
+// VolumeStateDir is the driver's directory of the volume with ID id: its
+// tmpfs and record (driver/volume names it v-<sha256 of the ID>).
+func (n *Node) VolumeStateDir(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return filepath.Join(n.stateDir, "volumes", "v-"+hex.EncodeToString(sum[:]))
 }
 
 // StartProvider starts the local provider serving n.ProviderRoot.

@@ -46,12 +46,16 @@ const (
 
 // Options configure a node.
 type Options struct {
-	// TokenAudience, when set, makes the CSIDriver ask kubelet for a
-	// service-account token of that audience for every volume.
-	TokenAudience string
+	// TokenAudiences, when set, make the CSIDriver ask kubelet for a
+	// service-account token of each audience for every volume.
+	TokenAudiences []string
 	// KubeletSyncFrequency is kubelet's syncFrequency, which paces its
 	// republish of requiresRepublish volumes (default 1m, plus jitter).
 	KubeletSyncFrequency time.Duration
+	// ScanLogs, when set, is given every log of the node and its control
+	// plane once the node is down, before they are removed with its root;
+	// an error fails the test.
+	ScanLogs func(files []string) error
 }
 
 // Node is a running node and its control plane.
@@ -119,6 +123,11 @@ func Start(tb testing.TB, opts Options) *Node {
 	// the node's own parts (registered after it).
 	tb.Cleanup(func() {
 		n.forker.Close()
+		if opts.ScanLogs != nil {
+			if err := opts.ScanLogs(n.LogFiles(tb)); err != nil {
+				tb.Errorf("nodeenv: %v", err)
+			}
+		}
 		if left := Leftovers(n.Root, n.CgroupRoot); len(left) > 0 {
 			tb.Errorf("nodeenv: the node left %s", strings.Join(left, "; "))
 			return
@@ -132,7 +141,9 @@ func Start(tb testing.TB, opts Options) *Node {
 	n.Env = k8senv.Start(tb, k8senv.Options{
 		CRDDirectoryPaths: []string{filepath.Join(n.repo, "deploy", "crds")},
 		ControllerManager: true,
-		Dir:               mkdir(tb, root, "control-plane"),
+		// Jobs run pods on the node (their template names it).
+		Controllers: []string{"job-controller"},
+		Dir:         mkdir(tb, root, "control-plane"),
 	})
 	n.clients(tb)
 	n.installKeymount(tb, opts)
@@ -186,8 +197,8 @@ func (n *Node) installKeymount(tb testing.TB, opts Options) {
 	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, csiDriver); err != nil {
 		tb.Fatalf("nodeenv: deploy/csidriver.yaml: %v", err)
 	}
-	if opts.TokenAudience != "" {
-		csiDriver.Spec.TokenRequests = []storagev1.TokenRequest{{Audience: opts.TokenAudience}}
+	for _, a := range opts.TokenAudiences {
+		csiDriver.Spec.TokenRequests = append(csiDriver.Spec.TokenRequests, storagev1.TokenRequest{Audience: a})
 	}
 	if err := n.Ctrl.Create(ctx, csiDriver); err != nil {
 		tb.Fatalf("nodeenv: create the CSIDriver: %v", err)
@@ -251,6 +262,18 @@ func (n *Node) DriverRegistrations(t testing.TB) int {
 		t.Fatalf("nodeenv: %v", err)
 	}
 	return strings.Count(string(data), "Register new plugin with name: "+DriverName)
+}
+
+// WaitDriverRegistrations waits until kubelet's log shows at least want
+// registrations of the driver.
+func (n *Node) WaitDriverRegistrations(t testing.TB, want int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, startTimeout, true, func(context.Context) (bool, error) {
+		return n.DriverRegistrations(t) >= want, nil
+	})
+	if err != nil {
+		t.Fatalf("nodeenv: kubelet registered the driver %d times, want %d: %v\n%s", n.DriverRegistrations(t), want, err, n.LogTail("kubelet"))
+	}
 }
 
 // buildBinaries builds the driver, the local provider and the probe, static.

@@ -21,14 +21,17 @@ import (
 const PodTimeout = 3 * time.Minute
 
 // ProbePod is a pod on the node running the probe image with args, with
-// the host's network (the node has no pod network) and a termination grace
-// of one second.
+// the host's network (the node has no pod network), a termination grace of
+// one second, and the namespace's "default" service account named (the
+// control plane runs without the ServiceAccount admission plugin, which
+// would fill it in; kubelet needs it for the CSIDriver's tokens).
 func (n *Node) ProbePod(ns, name string, args ...string) *corev1.Pod {
 	grace := int64(1)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{
 			NodeName:                      n.Name,
+			ServiceAccountName:            "default",
 			HostNetwork:                   true,
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{
@@ -143,4 +146,9 @@ func (n *Node) WaitLog(t testing.TB, pod *corev1.Pod, container, what string, ma
 		t.Fatalf("container %s of pod %s/%s never printed %s: %v\nit printed: %q", container, pod.Namespace, pod.Name, what, err, n.ContainerLog(t, pod, container))
 	}
 	return found
+}
+
+// TargetPath is where kubelet has the driver mount the pod's CSI volume.
+func (n *Node) TargetPath(pod *corev1.Pod, volume string) string {
+	return filepath.Join(n.KubeletRoot, "pods", string(pod.UID), "volumes", "kubernetes.io~csi", volume, "mount")
 }
