@@ -276,10 +276,10 @@ func (n *Node) WaitDriverRegistrations(t testing.TB, want int) {
 	}
 }
 
-// buildBinaries builds the driver, the local provider and the probe, static.
+// buildBinaries builds the driver, both providers and the probe, static.
 func (n *Node) buildBinaries(tb testing.TB) {
 	cmd := exec.Command(goTool(), "build", "-trimpath", "-ldflags=-X=main.version=node-tier", "-o", n.bin+string(filepath.Separator),
-		"./cmd/keymount-driver", "./cmd/keymount-provider-local", "./tests/node/probe")
+		"./cmd/keymount-driver", "./cmd/keymount-provider-local", "./cmd/keymount-provider-aws", "./tests/node/probe")
 	cmd.Dir = n.repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

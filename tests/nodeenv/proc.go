@@ -64,6 +64,32 @@ func (p *proc) stop(tb testing.TB) {
 	}
 }
 
+// Process is a process a test runs on the node (a provider, a store
+// emulator); its log is among the node's logs.
+type Process struct{ p *proc }
+
+// Run starts binary (a path, or a name in n's binaries: keymount-driver,
+// keymount-provider-local, keymount-provider-aws) with args, its log in
+// LogPath(name), and env added to the test's environment. It dies with the
+// test binary at the latest; stop it with Stop.
+func (n *Node) Run(tb testing.TB, name, binary string, env []string, args ...string) *Process {
+	tb.Helper()
+	if !filepath.IsAbs(binary) {
+		binary = filepath.Join(n.bin, binary)
+	}
+	return &Process{p: n.start(tb, name, binary, env, args...)}
+}
+
+// Alive reports whether the process has not exited.
+func (p *Process) Alive() bool { return p.p.p.Alive() }
+
+// Stop stops the process (SIGTERM, then SIGKILL), failing the test when it
+// had died or had to be killed.
+func (p *Process) Stop(tb testing.TB) { p.p.stop(tb) }
+
+// WaitSocket waits until the process serves on the unix socket path.
+func (n *Node) WaitSocket(tb testing.TB, p *Process, path string) { n.waitSocket(tb, p.p, path) }
+
 func (n *Node) logPath(name string) string { return filepath.Join(n.logDir, name+".log") }
 
 // LogPath is the log file of the node's process called name (containerd,

@@ -1,0 +1,155 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/nodeenv"
+)
+
+const (
+	awsRegion  = "eu-west-1"
+	awsRoleARN = "arn:aws:iam::123456789012:role/app"
+	// awsProviderUser is the AWS provider's identity at the API server.
+	awsProviderUser = "keymount-node-provider-aws"
+	// moto accepts any static credentials; these are not secrets.
+	motoAccessKeyID     = "testing"
+	motoSecretAccessKey = "testing"
+)
+
+// awsEnv keeps the AWS provider and moto_server away from any real AWS
+// endpoint and any credential of the machine.
+func awsEnv() []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + motoAccessKeyID,
+		"AWS_SECRET_ACCESS_KEY=" + motoSecretAccessKey,
+		"AWS_REGION=" + awsRegion,
+		"AWS_CONFIG_FILE=/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+		"AWS_EC2_METADATA_DISABLED=true",
+		"NO_PROXY=*",
+	}
+}
+
+// TestAWSProviderInRealPod: keymount-provider-aws, against moto_server on
+// 127.0.0.1, mounts a Secrets Manager secret into a real pod whose service
+// account carries an IRSA role: kubelet mints the sts.amazonaws.com token,
+// the provider exchanges it with (moto's) STS, and the container prints
+// the secret.
+func TestAWSProviderInRealPod(t *testing.T) {
+	t.Parallel()
+	n := node(t)
+	ns := namespace(t, n)
+	ctx := t.Context()
+
+	endpoint := startMoto(t, n)
+	sm := secretsmanager.New(secretsmanager.Options{Region: awsRegion, BaseEndpoint: aws.String(endpoint),
+		Credentials: credentials.NewStaticCredentialsProvider(motoAccessKeyID, motoSecretAccessKey, "")})
+	value := "aws-" + randomHex(8)
+	forbidden.add(value, "the secret stored in moto")
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(ns + "/db"), SecretString: aws.String(value)}); err != nil {
+		t.Fatalf("moto: CreateSecret: %v", err)
+	}
+
+	// The provider reads service accounts (their role annotation) only.
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: awsProviderUser},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get"}}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: awsProviderUser},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: awsProviderUser},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: awsProviderUser}},
+	}
+	if err := n.Ctrl.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Ctrl.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, _ := n.Env.KubeconfigFor(t, awsProviderUser, nil)
+	provider := n.Run(t, "keymount-provider-aws", "keymount-provider-aws", awsEnv(),
+		"--provider-dir="+n.ProviderDir, "--name=aws", "--region="+awsRegion, "--kubeconfig="+kubeconfig,
+		"--aws-endpoint="+endpoint, "--sts-endpoint="+endpoint, "-v=10")
+	t.Cleanup(func() { provider.Stop(t) })
+	n.WaitSocket(t, provider, filepath.Join(n.ProviderDir, "aws.sock"))
+
+	sa, err := n.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa.Annotations = map[string]string{"eks.amazonaws.com/role-arn": awsRoleARN}
+	if _, err := n.Kube.CoreV1().ServiceAccounts(ns).Update(ctx, sa, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spc := &secretsstorev1.SecretProviderClass{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "aws-db"},
+		Spec: secretsstorev1.SecretProviderClassSpec{
+			Provider: "aws",
+			Parameters: map[string]string{"objects": fmt.Sprintf(`
+- objectName: %s/db
+  objectType: secretsmanager
+  objectAlias: db
+`, ns)},
+		},
+	}
+	if err := n.Ctrl.Create(ctx, spc); err != nil {
+		t.Fatal(err)
+	}
+	pod := createPod(t, n, ns, "app", "aws-db", "show", "-follow", mountPath+"/db")
+	n.WaitPod(t, ns, "app", "Running", nodeenv.Running)
+	n.WaitLog(t, pod, "probe", "the secret from moto", hasContent("db", value))
+}
+
+// startMoto runs moto_server on a free port of 127.0.0.1 and returns its
+// endpoint once it answers. A moto_server that cannot start fails the test.
+func startMoto(t *testing.T, n *nodeenv.Node) string {
+	t.Helper()
+	path, err := exec.LookPath("moto_server")
+	if err != nil {
+		t.Fatalf("moto_server is not on PATH (it is preinstalled on the project's machines): %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port //nolint:forcetypeassert // a TCP listener
+	_ = l.Close()
+	moto := n.Run(t, "moto_server", path, awsEnv(), "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	t.Cleanup(func() { moto.Stop(t) })
+	endpoint := "http://127.0.0.1:" + strconv.Itoa(port)
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
+		if !moto.Alive() {
+			return false, fmt.Errorf("moto_server exited")
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/moto-api/", http.NoBody)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil //nolint:nilerr // not answering yet: poll again
+		}
+		_ = resp.Body.Close()
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("moto_server did not answer at %s: %v\n%s", endpoint, err, n.LogTail("moto_server"))
+	}
+	return endpoint
+}
