@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -128,14 +129,18 @@ func startMoto(t *testing.T, n *nodeenv.Node) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port //nolint:forcetypeassert // a TCP listener
+	addr, ok := l.Addr().(*net.TCPAddr)
 	_ = l.Close()
+	if !ok {
+		t.Fatalf("%v is not a TCP address", l.Addr())
+	}
+	port := addr.Port
 	moto := n.Run(t, "moto_server", path, awsEnv(), "-H", "127.0.0.1", "-p", strconv.Itoa(port))
 	t.Cleanup(func() { moto.Stop(t) })
 	endpoint := "http://127.0.0.1:" + strconv.Itoa(port)
 	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
 		if !moto.Alive() {
-			return false, fmt.Errorf("moto_server exited")
+			return false, errors.New("moto_server exited")
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/moto-api/", http.NoBody)
 		if err != nil {
