@@ -38,8 +38,9 @@ KEYMOUNT_CACHE ?= $(HOME)/.cache/keymount
 TOOLS_BIN := $(KEYMOUNT_CACHE)/bin
 TOOLS_TMP := $(KEYMOUNT_CACHE)/tmp
 
-# The control plane of the integration and end-to-end tiers (tests/k8senv):
-# kube-apiserver and kube-controller-manager built from the helper module
+# The control plane of the integration, end-to-end and real-node tiers
+# (tests/k8senv, tests/nodeenv): kube-apiserver, kube-controller-manager and
+# kubelet built from the helper module
 # hack/k8s (its go.mod pins the Kubernetes version: change it with
 # hack/update-k8s.sh), etcd from Debian, all in one versioned directory under
 # the cache that `make k8s-env` fills and every go test run gets as
@@ -115,11 +116,16 @@ test-e2e: require-root k8s-env ## End-to-end tests: the kubelet-emulating harnes
 	@if [[ ! -d tests/e2e ]]; then echo 'test-e2e: tests/e2e does not exist yet' >&2; exit 1; fi
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' $(GO) test $(TEST_FLAGS) ./tests/e2e/...
 
-# k8s-env: install etcd (Debian, never started as a service) and build
-# kube-apiserver and kube-controller-manager once per Kubernetes version
-# (a cold build takes minutes; later runs find the binaries and return).
+.PHONY: test-node
+test-node: require-root k8s-env ## The real-node tier: kubelet + containerd + runc run pods that read their secrets through keymount (needs root)
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' $(GO) test $(TEST_FLAGS) ./tests/nodeenv/... ./tests/node/...
+
+# k8s-env: install etcd, containerd, runc and the CNI plugins (Debian, never
+# started as services) and build kube-apiserver, kube-controller-manager and
+# kubelet once per Kubernetes version (a cold build takes minutes; later runs
+# find the binaries and return).
 .PHONY: k8s-env
-k8s-env: ## Install the integration test control plane into KEYMOUNT_CACHE/k8s/<version> (etcd, kube-apiserver, kube-controller-manager)
+k8s-env: ## Install the test control plane and node into KEYMOUNT_CACHE/k8s/<version> (etcd, kube-apiserver, kube-controller-manager, kubelet, containerd, runc, CNI)
 	@KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-k8s.sh
 
 .PHONY: require-root
