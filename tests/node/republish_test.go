@@ -58,8 +58,13 @@ func TestRestartsKeepPodsWorking(t *testing.T) {
 	target := n.TargetPath(pod, "secrets")
 	before := mountID(t, target)
 
+	// Each restart makes kubelet register the driver again: after the
+	// driver's, through the registration socket the new process serves;
+	// after kubelet's, by finding that socket when it starts.
 	registrations := n.DriverRegistrations(t)
 	n.RestartDriver(t)
+	n.WaitDriverRegistrations(t, registrations+1)
+	registrations = n.DriverRegistrations(t)
 	n.RestartKubelet(t)
 	n.WaitDriverRegistrations(t, registrations+1)
 
