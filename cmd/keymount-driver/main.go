@@ -124,16 +124,19 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var checks []driver.HealthCheck
 	if cfg.registration.Dir != "" {
 		cfg.registration.DriverName = cfg.driver.DriverName
+		status := &registration.Status{}
+		checks = append(checks, status.Check) // a refused or missing registration fails /healthz
 		go func() {
-			if err := registration.Serve(ctx, cfg.registration); err != nil {
+			if err := registration.Serve(ctx, cfg.registration, status); err != nil {
 				cancel(err)
 			}
 		}()
 	}
 	if cfg.healthAddr != "" {
-		stop, err := serveHealth(ctx, cfg.healthAddr, d.HealthHandler())
+		stop, err := serveHealth(ctx, cfg.healthAddr, d.HealthHandler(checks...))
 		if err != nil {
 			return err
 		}

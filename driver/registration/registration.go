@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/keymount/keymount/internal/grpcrecover"
 	"github.com/keymount/keymount/internal/unixsocket"
@@ -34,6 +35,8 @@ type Config struct {
 	// CheckInterval is how often the socket's presence is checked;
 	// DefaultCheckInterval when zero.
 	CheckInterval time.Duration
+	// Clock ticks the socket checks; the real clock when nil.
+	Clock clock.WithTicker
 }
 
 // SocketPath is where Serve puts the registration socket: kubelet's naming,
@@ -56,13 +59,17 @@ func (c *Config) validate() error {
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = DefaultCheckInterval
 	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
 	return errors.Join(errs...)
 }
 
 // server answers kubelet's plugin watcher.
 type server struct {
 	registerapi.UnimplementedRegistrationServer
-	cfg Config
+	cfg    Config
+	status *Status
 }
 
 // GetInfo tells kubelet what the plugin is.
@@ -75,8 +82,10 @@ func (s *server) GetInfo(context.Context, *registerapi.InfoRequest) (*registerap
 	}, nil
 }
 
-// NotifyRegistrationStatus logs kubelet's answer.
+// NotifyRegistrationStatus logs kubelet's answer and records it in the
+// Status.
 func (s *server) NotifyRegistrationStatus(_ context.Context, st *registerapi.RegistrationStatus) (*registerapi.RegistrationStatusResponse, error) {
+	s.status.answered(st.GetPluginRegistered(), st.GetError())
 	if st.GetPluginRegistered() {
 		klog.InfoS("registered with kubelet", "driver", s.cfg.DriverName, "endpoint", s.cfg.Endpoint)
 	} else {
@@ -87,13 +96,17 @@ func (s *server) NotifyRegistrationStatus(_ context.Context, st *registerapi.Reg
 }
 
 // Serve serves the registration socket until ctx is done, creating it again
-// whenever it disappears.
-func Serve(ctx context.Context, cfg Config) error {
+// whenever it disappears, and keeps status (when not nil) up to date.
+func Serve(ctx context.Context, cfg Config, status *Status) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	if status == nil {
+		status = &Status{}
+	}
+	status.start(cfg.SocketPath())
 	for {
-		gone, err := serveOnce(ctx, cfg)
+		gone, err := serveOnce(ctx, cfg, status)
 		if err != nil || !gone {
 			return err
 		}
@@ -103,7 +116,7 @@ func Serve(ctx context.Context, cfg Config) error {
 
 // serveOnce serves one socket until ctx is done (gone=false) or the socket
 // is no longer at its path (gone=true).
-func serveOnce(ctx context.Context, cfg Config) (gone bool, err error) {
+func serveOnce(ctx context.Context, cfg Config, status *Status) (gone bool, err error) {
 	nl, err := unixsocket.Listen(cfg.SocketPath())
 	if err != nil {
 		return false, fmt.Errorf("registration socket: %w", err)
@@ -114,12 +127,14 @@ func serveOnce(ctx context.Context, cfg Config) (gone bool, err error) {
 		return false, errors.New("registration socket: unexpected listener type")
 	}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcrecover.UnaryServerInterceptor()))
-	registerapi.RegisterRegistrationServer(srv, &server{cfg: cfg})
+	registerapi.RegisterRegistrationServer(srv, &server{cfg: cfg, status: status})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	defer srv.Stop() // closes l, which removes the socket only if it is still ours
+	status.setListener(l)
+	defer status.setListener(nil)
 
-	ticker := time.NewTicker(cfg.CheckInterval)
+	ticker := cfg.Clock.NewTicker(cfg.CheckInterval)
 	defer ticker.Stop()
 	for {
 		select {
@@ -127,7 +142,7 @@ func serveOnce(ctx context.Context, cfg Config) (gone bool, err error) {
 			return false, nil
 		case err := <-served:
 			return false, fmt.Errorf("serve registration: %w", err)
-		case <-ticker.C:
+		case <-ticker.C():
 			if !l.Present() {
 				return true, nil
 			}

@@ -58,7 +58,7 @@ func TestServeRegistersAndComesBack(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, cfg) }()
+	go func() { done <- Serve(ctx, cfg, nil) }()
 	sock := cfg.SocketPath()
 	if filepath.Base(sock) != "secrets-store.csi.k8s.io-reg.sock" {
 		t.Fatalf("socket name %s is not kubelet's <driver>-reg.sock", sock)
@@ -94,7 +94,7 @@ func TestConfigValidate(t *testing.T) {
 		{DriverName: "d", Endpoint: "relative.sock", Dir: "/d"},
 		{DriverName: "d", Endpoint: "/e.sock", Dir: "relative"},
 	} {
-		if err := Serve(t.Context(), c); err == nil {
+		if err := Serve(t.Context(), c, nil); err == nil {
 			t.Errorf("Serve(%+v) accepted an invalid config", c)
 		}
 	}
