@@ -130,20 +130,59 @@ func (d *Driver) fetchAndWrite(ctx context.Context, v *volume.Volume, spc *secre
 		return nil, false, err
 	}
 	defer release()
-	resp, err := d.deps.Providers.Mount(ctx, string(spc.Spec.Provider), mreq)
+	resp, files, providerWrites, err := d.mount(ctx, spc, p, mreq, prev)
 	if err != nil {
 		return nil, false, err
 	}
-	changed, err := d.write(v, p, resp.GetFiles())
+	changed, err := d.write(v, p, files)
 	if err != nil {
 		return nil, false, err
 	}
 	rec := d.newRecord(p, spc, resp, prev, changed)
+	rec.ProviderWrites = providerWrites
 	if err := v.SaveRecord(rec); err != nil {
 		return nil, false, err
 	}
 	logPublished(p, spc, rec, prev == nil, changed)
 	return rec, changed, nil
+}
+
+// mount calls the provider and returns its answer and the files of the
+// volume. A provider that returns no files has written them into
+// target_path itself (the legacy mode of the provider contract, the
+// existing AWS provider's default): the call is made with a writable stage
+// over the target (volume.Stage), on a first publish, where the mode is not
+// known yet, and on every republish of a volume whose provider wrote its
+// own files before, and what it wrote there becomes the volume's files.
+// providerWrites says that this was the case.
+func (d *Driver) mount(ctx context.Context, spc *secretsstorev1.SecretProviderClass, p *publishRequest,
+	mreq *v1alpha1.MountRequest, prev *volume.Record,
+) (resp *v1alpha1.MountResponse, files []*v1alpha1.File, providerWrites bool, err error) {
+	var stage *volume.Stage
+	if prev == nil || prev.ProviderWrites {
+		if stage, err = d.deps.Volumes.Stage(p.target); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	resp, err = d.deps.Providers.Mount(ctx, string(spc.Spec.Provider), mreq)
+	if stage == nil {
+		return resp, resp.GetFiles(), false, err
+	}
+	staged, readErr, unstageErr := stage.Finish()
+	switch {
+	case err != nil || unstageErr != nil:
+		return nil, nil, false, errors.Join(err, unstageErr)
+	case len(resp.GetFiles()) > 0:
+		// The normal mode: whatever is in the stage is not the volume's.
+		return resp, resp.GetFiles(), false, nil
+	case readErr != nil:
+		return nil, nil, false, fmt.Errorf("provider %q returned no files and wrote its own into the target: %w", spc.Spec.Provider, readErr)
+	}
+	files = make([]*v1alpha1.File, 0, len(staged))
+	for _, f := range staged {
+		files = append(files, &v1alpha1.File{Path: f.Path, Mode: int32(f.Mode.Perm()), Contents: f.Contents}) //nolint:gosec // G115: permission bits fit
+	}
+	return resp, files, len(files) > 0 || (prev != nil && prev.ProviderWrites), nil
 }
 
 // write puts the provider's files into the volume, in the request's mount

@@ -23,13 +23,26 @@ import (
 type scriptedProvider struct {
 	files []*v1alpha1.File
 	calls int
+	// writeOwn, when set, runs in the call: a provider that writes the
+	// files into the target itself.
+	writeOwn func(target string) error
+	version  string
 }
 
-func (p *scriptedProvider) Mount(context.Context, string, *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
+func (p *scriptedProvider) Mount(_ context.Context, _ string, req *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
 	p.calls++
+	if p.writeOwn != nil {
+		if err := p.writeOwn(req.GetTargetPath()); err != nil {
+			return nil, err
+		}
+	}
+	version := p.version
+	if version == "" {
+		version = "1"
+	}
 	return &v1alpha1.MountResponse{
 		Files:         p.files,
-		ObjectVersion: []*v1alpha1.ObjectVersion{{Id: "obj", Version: "1"}},
+		ObjectVersion: []*v1alpha1.ObjectVersion{{Id: "obj", Version: version}},
 	}, nil
 }
 

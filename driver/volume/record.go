@@ -36,6 +36,10 @@ type Record struct {
 	// fsGroup kubelet sent as volume_mount_group, in decimal; "" for none
 	// (root's group).
 	MountGroup string `json:"volumeMountGroup,omitempty"`
+	// ProviderWrites says the provider wrote the files into the target
+	// itself (returned none: the legacy mode of the provider contract), so
+	// every refresh gives it a writable stage there.
+	ProviderWrites bool `json:"providerWrites,omitempty"`
 	// Generation counts content changes written into the volume.
 	Generation int64 `json:"generation"`
 	// LastMount is the time of the last successful provider call.
