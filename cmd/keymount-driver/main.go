@@ -46,11 +46,18 @@ type config struct {
 	healthAddr      string
 	inflightBytes   string
 	registration    registration.Config
+	upstream        *upstream
 }
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	if cfg.upstream.version {
+		fmt.Println("keymount-driver", version)
+		return
+	}
 	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
+	cfg.upstream.applyLogFormat()
+	cfg.upstream.logIgnored()
 	ctrllog.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cfg)
@@ -85,6 +92,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.classPaths, "class-path", "", "comma-separated SecretProviderClass YAML files or directories to resolve classes from, instead of the API server")
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty: in-cluster config when running in a pod")
 	fs.BoolVar(&cfg.syncSecrets, "sync-secrets", false, "mirror secretObjects into Kubernetes Secrets (needs RBAC to write Secrets)")
+	cfg.upstream = addUpstreamFlags(fs, cfg)
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
 	cfg.driver.Version = version
 	return cfg
@@ -122,6 +130,11 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
+	stopPprof, err := cfg.upstream.servePprof(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var checks []driver.HealthCheck

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"flag"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 func TestParseFlagsDefaults(t *testing.T) {
@@ -51,7 +54,17 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, cfg) }()
-	time.Sleep(100 * time.Millisecond)
+	sock := filepath.Join(dir, "csi.sock")
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			return false, nil //nolint:nilerr // not serving yet
+		}
+		_ = c.Close()
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the driver never served %s: %v", sock, err)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run() after cancel = %v, want nil", err)

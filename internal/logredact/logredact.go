@@ -55,10 +55,14 @@ func redactAll(args []any) []any {
 	return out
 }
 
-// redacted replaces a value by its size.
+// redacted replaces a value by its size. A value already redacted (klog's
+// filter ran before a redacting logr sink) is kept.
 func redacted(v any) string {
 	switch b := v.(type) {
 	case string:
+		if strings.HasPrefix(b, "<redacted") {
+			return b
+		}
 		return fmt.Sprintf("<redacted: %d bytes>", len(b))
 	case []byte:
 		return fmt.Sprintf("<redacted: %d bytes>", len(b))

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"strconv"
+	"time"
+
+	logsapi "k8s.io/component-base/logs/api/v1"
+	logsjson "k8s.io/component-base/logs/json"
+	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/internal/logredact"
+)
+
+// upstream holds the flags of the upstream Secrets Store CSI Driver (v1.6)
+// that keymount accepts so that its manifests and Helm values run
+// unchanged. Flags with a keymount equivalent are aliases of it (they share
+// the variable, so either name works); the rest are handled here.
+type upstream struct {
+	version       bool
+	logFormatJSON bool
+	enablePprof   bool
+	pprofPort     int
+	// fs is the flag set, for klog's -v.
+	fs *flag.FlagSet
+	// set records which upstream flags the command line named, for the
+	// log line about the ones keymount ignores.
+	set map[string]string
+}
+
+// ignoredUpstreamFlags are upstream flags keymount does not need (yet),
+// with why. They are accepted, so upstream's manifests start, and each is
+// logged once when given.
+var ignoredUpstreamFlags = map[string]struct {
+	usage, why string
+	isBool     bool // may be given without a value
+}{
+	"metrics-addr": {"upstream: address of the Prometheus metrics endpoint",
+		"keymount serves no metrics endpoint yet", false},
+	"enable-secret-rotation": {"upstream: refresh mounted volumes periodically",
+		"keymount refreshes a volume on every republish kubelet sends (the CSIDriver's requiresRepublish)", true},
+	"rotation-poll-interval": {"upstream: how often rotation polls providers",
+		"keymount refreshes a volume on every republish kubelet sends (the CSIDriver's requiresRepublish)", false},
+	"provider-health-check": {"upstream: probe provider sockets periodically",
+		"keymount's /readyz checks provider sockets on every probe", true},
+	"provider-health-check-interval": {"upstream: interval of the provider health check",
+		"keymount's /readyz checks provider sockets on every probe", false},
+	"filtered-watch-secret": {"upstream (removed in v1.x): watch only labelled nodePublishSecretRef Secrets",
+		"keymount reads nodePublishSecretRef Secrets with a GET, never with a watch", true},
+}
+
+// addUpstreamFlags registers upstream's flag names on fs: aliases of
+// keymount's flags in cfg (call it after they are registered, with the
+// same defaults) and upstream's own.
+func addUpstreamFlags(fs *flag.FlagSet, cfg *config) *upstream {
+	u := &upstream{fs: fs, set: map[string]string{}}
+	fs.StringVar(&cfg.driver.DriverName, "drivername", cfg.driver.DriverName, "upstream's name of --driver-name")
+	fs.StringVar(&cfg.driver.NodeID, "nodeid", cfg.driver.NodeID, "upstream's name of --node-id")
+	fs.StringVar(&cfg.driver.ProviderDir, "provider-volume", cfg.driver.ProviderDir, "upstream's name of --provider-dir")
+	fs.StringVar(&cfg.additionalDirs, "additional-provider-volume-paths", cfg.additionalDirs, "upstream's name of --additional-provider-dirs")
+	fs.IntVar(&cfg.providerMaxRecv, "max-call-recv-msg-size", cfg.providerMaxRecv, "upstream's name of --provider-max-recv-size")
+	fs.BoolVar(&u.version, "version", false, "print the version and exit")
+	fs.BoolVar(&u.logFormatJSON, "log-format-json", false, "log as JSON lines (Kubernetes' json log format)")
+	fs.BoolVar(&u.enablePprof, "enable-pprof", false, "serve Go's pprof handlers on 127.0.0.1:--pprof-port")
+	fs.IntVar(&u.pprofPort, "pprof-port", 6065, "port of the pprof endpoint on 127.0.0.1")
+	for name, f := range ignoredUpstreamFlags {
+		record := func(v string) { u.set[name] = v }
+		usage := f.usage + " (accepted and ignored: " + f.why + ")"
+		if f.isBool {
+			fs.Var(boolFunc(record), name, usage)
+			continue
+		}
+		fs.Func(name, usage, func(v string) error {
+			record(v)
+			return nil
+		})
+	}
+	return u
+}
+
+// boolFunc is a flag.Value that takes an optional value, like a bool flag.
+type boolFunc func(string)
+
+func (f boolFunc) String() string { return "" }
+
+func (f boolFunc) Set(v string) error {
+	if _, err := strconv.ParseBool(v); err != nil {
+		return fmt.Errorf("want true or false: %w", err)
+	}
+	f(v)
+	return nil
+}
+
+func (f boolFunc) IsBoolFlag() bool { return true }
+
+// logIgnored logs, once, each ignored upstream flag the command line gave.
+func (u *upstream) logIgnored() {
+	for name, v := range u.set {
+		klog.InfoS("ignoring an upstream flag", "flag", "--"+name, "value", v, "why", ignoredUpstreamFlags[name].why)
+	}
+}
+
+// applyLogFormat switches klog to Kubernetes' JSON format when asked, at
+// the -v the command line set. klog hands contextual logging calls (those
+// of client-go among them) straight to that logger, past klog's own filter,
+// so the logger itself redacts (internal/logredact.Logger).
+func (u *upstream) applyLogFormat() {
+	if !u.logFormatJSON {
+		return
+	}
+	l, ctrl := logsjson.NewJSONLogger(logsapi.VerbosityLevel(u.verbosity()),
+		logsjson.AddNopSync(os.Stderr), nil, nil)
+	opts := []klog.LoggerOption{klog.ContextualLogger(true)}
+	if ctrl.Flush != nil {
+		opts = append(opts, klog.FlushLogger(ctrl.Flush))
+	}
+	klog.SetLoggerWithOptions(logredact.Logger(l), opts...)
+}
+
+// verbosity is klog's -v as the command line set it.
+func (u *upstream) verbosity() uint32 {
+	f := u.fs.Lookup("v")
+	if f == nil {
+		return 0
+	}
+	v, err := strconv.ParseUint(f.Value.String(), 10, 32)
+	if err != nil {
+		return 0
+	}
+	return uint32(v)
+}
+
+// servePprof serves Go's pprof handlers on 127.0.0.1 when --enable-pprof
+// asks, until the returned func is called.
+func (u *upstream) servePprof(ctx context.Context) (func(), error) {
+	if !u.enablePprof {
+		return func() {}, nil
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(u.pprofPort))
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--enable-pprof on %s (--pprof-port): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "pprof server stopped")
+		}
+	}()
+	klog.InfoS("serving pprof", "addr", l.Addr().String())
+	return func() { _ = srv.Close() }, nil
+}

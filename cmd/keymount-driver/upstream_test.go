@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/internal/logredact"
+)
+
+// upstreamArgs are the driver arguments upstream's v1.6 manifests and chart
+// render, plus every other flag of upstream's driver.
+var upstreamArgs = []string{
+	"--endpoint=unix:///csi/csi.sock",
+	"--nodeid=node-1",
+	"--drivername=secrets-store.csi.k8s.io",
+	"--provider-volume=/var/run/secrets-store-csi-providers",
+	"--additional-provider-volume-paths=/etc/kubernetes/secrets-store-csi-providers",
+	"--metrics-addr=:8095",
+	"--enable-secret-rotation=false",
+	"--rotation-poll-interval=2m",
+	"--provider-health-check=false",
+	"--provider-health-check-interval=2m",
+	"--max-call-recv-msg-size=8388608",
+	"--enable-pprof=false",
+	"--pprof-port=6065",
+	"--log-format-json=false",
+	"--v=5",
+}
+
+func TestUpstreamFlagsParse(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	cfg := parseFlags(fs, upstreamArgs)
+	if cfg.driver.NodeID != "node-1" || cfg.driver.DriverName != "secrets-store.csi.k8s.io" ||
+		cfg.driver.ProviderDir != "/var/run/secrets-store-csi-providers" ||
+		cfg.additionalDirs != "/etc/kubernetes/secrets-store-csi-providers" || cfg.providerMaxRecv != 8<<20 ||
+		cfg.driver.Endpoint != "unix:///csi/csi.sock" {
+		t.Errorf("upstream flags mapped to %+v", cfg)
+	}
+	var ignored []string
+	for name := range cfg.upstream.set {
+		ignored = append(ignored, name)
+	}
+	slices.Sort(ignored)
+	want := []string{"enable-secret-rotation", "metrics-addr", "provider-health-check", "provider-health-check-interval", "rotation-poll-interval"}
+	if !slices.Equal(ignored, want) {
+		t.Errorf("ignored flags recorded: %v, want %v", ignored, want)
+	}
+
+	// Bare boolean flags, as upstream's flag package allows them.
+	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--enable-secret-rotation", "--provider-health-check", "--enable-pprof", "--version"})
+	if cfg.upstream.set["enable-secret-rotation"] != "true" || !cfg.upstream.enablePprof || !cfg.upstream.version {
+		t.Errorf("bare boolean flags: %+v", cfg.upstream)
+	}
+
+	// keymount's own names still win when given after the alias.
+	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--nodeid=a", "--node-id=b"})
+	if cfg.driver.NodeID != "b" {
+		t.Errorf("--node-id after --nodeid: %q, want b", cfg.driver.NodeID)
+	}
+}
+
+func TestUpstreamBadBool(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(&bytes.Buffer{})
+	cfg := &config{}
+	addUpstreamFlags(fs, cfg)
+	if err := fs.Parse([]string{"--enable-secret-rotation=maybe"}); err == nil || !strings.Contains(err.Error(), "enable-secret-rotation") {
+		t.Errorf("a bad boolean: %v, want an error naming the flag", err)
+	}
+}
+
+// jsonLogHelperEnv makes TestJSONLogHelper act as a driver logging in JSON.
+const jsonLogHelperEnv = "KEYMOUNT_TEST_JSON_LOG_HELPER"
+
+const secretBody = `{"data":{"password":"c2VjcmV0LXZhbHVl"}}`
+
+// TestJSONLogHelper is not a test on its own: TestJSONLogsRedactBodies runs
+// the test binary with it, as a process whose klog is switched to JSON.
+func TestJSONLogHelper(t *testing.T) {
+	if os.Getenv(jsonLogHelperEnv) != "1" {
+		return
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	cfg := parseFlags(fs, []string{"--log-format-json", "--v=10"})
+	logredact.Install()
+	cfg.upstream.applyLogFormat()
+	// What client-go logs at -v=8 and above, both ways it does.
+	klog.V(8).InfoS("Response Body", "body", secretBody)
+	klog.Background().V(8).Info("Request Body", "body", secretBody)
+	klog.InfoS("volume published", "volumeID", "csi-1")
+	klog.Flush()
+}
+
+// TestJSONLogsRedactBodies: with --log-format-json the driver logs JSON
+// lines, and the redaction of HTTP bodies still applies.
+func TestJSONLogsRedactBodies(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestJSONLogHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), jsonLogHelperEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if bytes.Contains(out, []byte("c2VjcmV0LXZhbHVl")) {
+		t.Errorf("a body reached the JSON log:\n%s", out)
+	}
+	var published bool
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		var entry map[string]any
+		if json.Unmarshal(line, &entry) != nil {
+			continue
+		}
+		if entry["msg"] == "volume published" && entry["volumeID"] == "csi-1" {
+			published = true
+		}
+	}
+	if !published {
+		t.Errorf("no JSON line for the published volume in:\n%s", out)
+	}
+}
