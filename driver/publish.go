@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
@@ -164,11 +165,20 @@ func (d *Driver) mount(ctx context.Context, spc *secretsstorev1.SecretProviderCl
 			return nil, nil, false, err
 		}
 	}
+	if stage != nil {
+		// A panic in the call must not leave the stage over the target.
+		defer func() {
+			if stage != nil {
+				_, _, _ = stage.Finish()
+			}
+		}()
+	}
 	resp, err = d.deps.Providers.Mount(ctx, string(spc.Spec.Provider), mreq)
 	if stage == nil {
 		return resp, resp.GetFiles(), false, err
 	}
 	staged, readErr, unstageErr := stage.Finish()
+	stage = nil
 	switch {
 	case err != nil || unstageErr != nil:
 		return nil, nil, false, errors.Join(err, unstageErr)
@@ -262,8 +272,16 @@ func (d *Driver) keepAfterFailure(v *volume.Volume, p *publishRequest, prev *vol
 }
 
 func (d *Driver) removeAfterFailure(v *volume.Volume, p *publishRequest) {
-	if _, err := d.deps.Volumes.Unbind(v, p.target); err != nil {
+	unbound, err := d.deps.Volumes.Unbind(v, p.target)
+	if err != nil {
 		klog.ErrorS(err, "cleaning up after failed first publish", "volumeID", v.ID, "targetPath", p.targetPath)
+	}
+	if !unbound && err == nil {
+		// The provider's stage created the target directory: remove it when
+		// it is empty and no mount point (anything else stays).
+		if err := p.target.RemoveDir(); err != nil && !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EBUSY) {
+			klog.ErrorS(err, "cleaning up after failed first publish", "volumeID", v.ID, "targetPath", p.targetPath)
+		}
 	}
 	if err := d.deps.Volumes.RemoveTmpfs(v); err != nil {
 		klog.ErrorS(err, "cleaning up after failed first publish", "volumeID", v.ID, "dir", v.Dir)

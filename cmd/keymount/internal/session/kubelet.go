@@ -98,7 +98,13 @@ func (s *Session) Publish(ctx context.Context, pod Pod, v Volume) error {
 	if err := os.MkdirAll(s.kubeletRoot, 0o700); err != nil {
 		return fmt.Errorf("create private kubelet root: %w", err)
 	}
-	_, err := s.node.NodePublishVolume(ctx, publishRequest(pod, v, s.KubeletTarget(pod.UID, v.Target)))
+	kt := s.KubeletTarget(pod.UID, v.Target)
+	_, err := s.node.NodePublishVolume(ctx, publishRequest(pod, v, kt))
+	if err != nil {
+		// As kubelet does after a failed first mount: its (empty)
+		// directories go; the driver removed the target's own.
+		s.removeKubeletDirs(kt)
+	}
 	return err
 }
 
