@@ -57,7 +57,7 @@ func main() {
 	}
 	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
 	cfg.upstream.applyLogFormat()
-	cfg.upstream.logIgnored()
+	cfg.upstream.ignored.Log()
 	ctrllog.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cfg)

@@ -16,6 +16,7 @@ import (
 	logsjson "k8s.io/component-base/logs/json"
 	"k8s.io/klog/v2"
 
+	"github.com/keymount/keymount/internal/ignoredflags"
 	"github.com/keymount/keymount/internal/logredact"
 )
 
@@ -30,37 +31,33 @@ type upstream struct {
 	pprofPort     int
 	// fs is the flag set, for klog's -v.
 	fs *flag.FlagSet
-	// set records which upstream flags the command line named, for the
-	// log line about the ones keymount ignores.
-	set map[string]string
+	// ignored are the upstream flags keymount does not need.
+	ignored *ignoredflags.Set
 }
 
 // ignoredUpstreamFlags are upstream flags keymount does not need (yet),
 // with why. They are accepted, so upstream's manifests start, and each is
 // logged once when given.
-var ignoredUpstreamFlags = map[string]struct {
-	usage, why string
-	isBool     bool // may be given without a value
-}{
-	"metrics-addr": {"upstream: address of the Prometheus metrics endpoint",
-		"keymount serves no metrics endpoint yet", false},
-	"enable-secret-rotation": {"upstream: refresh mounted volumes periodically",
-		"keymount refreshes a volume on every republish kubelet sends (the CSIDriver's requiresRepublish)", true},
-	"rotation-poll-interval": {"upstream: how often rotation polls providers",
-		"keymount refreshes a volume on every republish kubelet sends (the CSIDriver's requiresRepublish)", false},
-	"provider-health-check": {"upstream: probe provider sockets periodically",
-		"keymount's /readyz checks provider sockets on every probe", true},
-	"provider-health-check-interval": {"upstream: interval of the provider health check",
-		"keymount's /readyz checks provider sockets on every probe", false},
-	"filtered-watch-secret": {"upstream (removed in v1.x): watch only labelled nodePublishSecretRef Secrets",
-		"keymount reads nodePublishSecretRef Secrets with a GET, never with a watch", true},
+var ignoredUpstreamFlags = map[string]ignoredflags.Flag{
+	"metrics-addr": {Usage: "upstream: address of the Prometheus metrics endpoint",
+		Why: "keymount serves no metrics endpoint yet"},
+	"enable-secret-rotation": {Usage: "upstream: refresh mounted volumes periodically",
+		Why: "keymount refreshes a volume on every republish kubelet sends (the CSIDriver's requiresRepublish)", Bool: true},
+	"rotation-poll-interval": {Usage: "upstream: how often rotation polls providers",
+		Why: "keymount refreshes a volume on every republish kubelet sends (the CSIDriver's requiresRepublish)"},
+	"provider-health-check": {Usage: "upstream: probe provider sockets periodically",
+		Why: "keymount's /readyz checks provider sockets on every probe", Bool: true},
+	"provider-health-check-interval": {Usage: "upstream: interval of the provider health check",
+		Why: "keymount's /readyz checks provider sockets on every probe"},
+	"filtered-watch-secret": {Usage: "upstream (removed in v1.x): watch only labelled nodePublishSecretRef Secrets",
+		Why: "kubelet reads the nodePublishSecretRef Secret and sends it with the request; keymount watches no such Secret", Bool: true},
 }
 
 // addUpstreamFlags registers upstream's flag names on fs: aliases of
 // keymount's flags in cfg (call it after they are registered, with the
 // same defaults) and upstream's own.
 func addUpstreamFlags(fs *flag.FlagSet, cfg *config) *upstream {
-	u := &upstream{fs: fs, set: map[string]string{}}
+	u := &upstream{fs: fs}
 	fs.StringVar(&cfg.driver.DriverName, "drivername", cfg.driver.DriverName, "upstream's name of --driver-name")
 	fs.StringVar(&cfg.driver.NodeID, "nodeid", cfg.driver.NodeID, "upstream's name of --node-id")
 	fs.StringVar(&cfg.driver.ProviderDir, "provider-volume", cfg.driver.ProviderDir, "upstream's name of --provider-dir")
@@ -70,41 +67,8 @@ func addUpstreamFlags(fs *flag.FlagSet, cfg *config) *upstream {
 	fs.BoolVar(&u.logFormatJSON, "log-format-json", false, "log as JSON lines (Kubernetes' json log format)")
 	fs.BoolVar(&u.enablePprof, "enable-pprof", false, "serve Go's pprof handlers on 127.0.0.1:--pprof-port")
 	fs.IntVar(&u.pprofPort, "pprof-port", 6065, "port of the pprof endpoint on 127.0.0.1")
-	for name, f := range ignoredUpstreamFlags {
-		record := func(v string) { u.set[name] = v }
-		usage := f.usage + " (accepted and ignored: " + f.why + ")"
-		if f.isBool {
-			fs.Var(boolFunc(record), name, usage)
-			continue
-		}
-		fs.Func(name, usage, func(v string) error {
-			record(v)
-			return nil
-		})
-	}
+	u.ignored = ignoredflags.Register(fs, ignoredUpstreamFlags)
 	return u
-}
-
-// boolFunc is a flag.Value that takes an optional value, like a bool flag.
-type boolFunc func(string)
-
-func (f boolFunc) String() string { return "" }
-
-func (f boolFunc) Set(v string) error {
-	if _, err := strconv.ParseBool(v); err != nil {
-		return fmt.Errorf("want true or false: %w", err)
-	}
-	f(v)
-	return nil
-}
-
-func (f boolFunc) IsBoolFlag() bool { return true }
-
-// logIgnored logs, once, each ignored upstream flag the command line gave.
-func (u *upstream) logIgnored() {
-	for name, v := range u.set {
-		klog.InfoS("ignoring an upstream flag", "flag", "--"+name, "value", v, "why", ignoredUpstreamFlags[name].why)
-	}
 }
 
 // applyLogFormat switches klog to Kubernetes' JSON format when asked, at

@@ -45,7 +45,7 @@ func TestUpstreamFlagsParse(t *testing.T) {
 		t.Errorf("upstream flags mapped to %+v", cfg)
 	}
 	var ignored []string
-	for name := range cfg.upstream.set {
+	for name := range cfg.upstream.ignored.Given() {
 		ignored = append(ignored, name)
 	}
 	slices.Sort(ignored)
@@ -56,7 +56,7 @@ func TestUpstreamFlagsParse(t *testing.T) {
 
 	// Bare boolean flags, as upstream's flag package allows them.
 	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--enable-secret-rotation", "--provider-health-check", "--enable-pprof", "--version"})
-	if cfg.upstream.set["enable-secret-rotation"] != "true" || !cfg.upstream.enablePprof || !cfg.upstream.version {
+	if cfg.upstream.ignored.Given()["enable-secret-rotation"] != "true" || !cfg.upstream.enablePprof || !cfg.upstream.version {
 		t.Errorf("bare boolean flags: %+v", cfg.upstream)
 	}
 

@@ -36,11 +36,15 @@ type config struct {
 	stsURL     string
 	freshness  time.Duration
 	saTTL      time.Duration
+
+	podIdentityTimeout time.Duration
+	upstream           *upstream
 }
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
 	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
+	cfg.upstream.ignored.Log()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cfg)
 	stop()
@@ -63,6 +67,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.stsURL, "sts-endpoint", "", "base endpoint of STS (testing); empty: AWS")
 	fs.DurationVar(&cfg.freshness, "freshness", 30*time.Second, "how long a fetched latest value is shared by the pods of one identity")
 	fs.DurationVar(&cfg.saTTL, "service-account-ttl", 5*time.Minute, "how long a service account's role annotation is cached")
+	cfg.upstream = addUpstreamFlags(fs, cfg)
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
 	cfg.server.Version = version
 	return cfg
@@ -73,11 +78,15 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return fmt.Errorf("load API server config (set --kubeconfig outside a cluster): %w", err)
 	}
+	if cfg.upstream.qps <= 0 || cfg.upstream.burst <= 0 {
+		return fmt.Errorf("--qps %v and --burst %d must be positive", cfg.upstream.qps, cfg.upstream.burst)
+	}
+	rc.QPS, rc.Burst = float32(cfg.upstream.qps), cfg.upstream.burst
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	ids := identity.New(identity.Config{STSEndpoint: cfg.stsURL}, identity.NewKubeServiceAccounts(cs, cfg.saTTL))
+	ids := identity.New(identity.Config{STSEndpoint: cfg.stsURL, PodIdentityTimeout: cfg.podIdentityTimeout}, identity.NewKubeServiceAccounts(cs, cfg.saTTL))
 	st := store.New(store.Config{Endpoint: cfg.endpoint, Freshness: cfg.freshness})
 	p, err := aws.New(cfg.region, ids, st)
 	if err != nil {

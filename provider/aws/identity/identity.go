@@ -55,6 +55,10 @@ type Config struct {
 	// HTTPClient sends STS and agent requests; nil means a client with a
 	// 30-second timeout.
 	HTTPClient *http.Client
+	// PodIdentityTimeout bounds one request to one EKS Pod Identity agent
+	// endpoint (default DefaultPodIdentityTimeout), so that an unreachable
+	// IPv4 agent leaves time to try IPv6.
+	PodIdentityTimeout time.Duration
 	// Refresh is how long before expiry cached credentials are renewed
 	// (default DefaultRefresh).
 	Refresh time.Duration
@@ -74,6 +78,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Refresh <= 0 {
 		c.Refresh = DefaultRefresh
+	}
+	if c.PodIdentityTimeout <= 0 {
+		c.PodIdentityTimeout = DefaultPodIdentityTimeout
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

@@ -18,9 +18,9 @@ import (
 const (
 	// podIdentitySource is the Source of EKS Pod Identity credentials.
 	podIdentitySource = "keymount-podidentity"
-	// agentTimeout bounds one request to one agent endpoint, so that an
-	// unreachable IPv4 agent leaves time to try IPv6.
-	agentTimeout = 10 * time.Second
+	// DefaultPodIdentityTimeout bounds one request to one agent endpoint
+	// when Config.PodIdentityTimeout is not set.
+	DefaultPodIdentityTimeout = 10 * time.Second
 	// maxAgentResponse bounds how much of an agent response is read.
 	maxAgentResponse = 64 << 10
 	// maxAgentMessage bounds the agent message quoted in an error.
@@ -109,7 +109,7 @@ func (r *Resolver) askAgents(ctx context.Context, endpoints []string, tok string
 
 // askAgent GETs the credentials from one agent endpoint.
 func (r *Resolver) askAgent(ctx context.Context, endpoint, tok string) (aws.Credentials, error) {
-	ctx, cancel := context.WithTimeout(ctx, agentTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.PodIdentityTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, http.NoBody)
 	if err != nil {

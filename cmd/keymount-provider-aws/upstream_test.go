@@ -1,0 +1,42 @@
+package main
+
+import (
+	"flag"
+	"maps"
+	"testing"
+	"time"
+)
+
+// TestExistingProviderFlags: the flags of the existing AWS provider's
+// manifests and chart parse, with their meaning where keymount has one.
+func TestExistingProviderFlags(t *testing.T) {
+	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{
+		"--provider-volume=/etc/kubernetes/secrets-store-csi-providers",
+		"--driver-writes-secrets=false",
+		"--qps=20", "--burst=40",
+		"--eks-addon-version=v1.0.0-eksbuild.1",
+		"--pod-identity-http-timeout=250ms",
+	})
+	if cfg.server.SocketDir != "/etc/kubernetes/secrets-store-csi-providers" {
+		t.Errorf("--provider-volume: socket dir %q", cfg.server.SocketDir)
+	}
+	if cfg.upstream.qps != 20 || cfg.upstream.burst != 40 || cfg.podIdentityTimeout != 250*time.Millisecond {
+		t.Errorf("qps %v burst %d pod identity timeout %v", cfg.upstream.qps, cfg.upstream.burst, cfg.podIdentityTimeout)
+	}
+	want := map[string]string{"driver-writes-secrets": "false", "eks-addon-version": "v1.0.0-eksbuild.1"}
+	if got := cfg.upstream.ignored.Given(); !maps.Equal(got, want) {
+		t.Errorf("ignored flags given: %v, want %v", got, want)
+	}
+	// Bare, as the existing provider's flag package allows.
+	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--driver-writes-secrets"})
+	if cfg.upstream.ignored.Given()["driver-writes-secrets"] != "true" {
+		t.Errorf("bare --driver-writes-secrets: %v", cfg.upstream.ignored.Given())
+	}
+}
+
+func TestRunRejectsNonPositiveRateLimits(t *testing.T) {
+	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--qps=0", "--kubeconfig=/dev/null"})
+	if err := run(t.Context(), cfg); err == nil {
+		t.Error("--qps=0: no error")
+	}
+}
