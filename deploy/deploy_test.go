@@ -14,7 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -33,9 +35,11 @@ const (
 
 // rendered is what a kustomization renders to.
 type rendered struct {
-	daemonSet *appsv1.DaemonSet
-	csiDriver *storagev1.CSIDriver
-	kinds     []string
+	daemonSet    *appsv1.DaemonSet
+	csiDriver    *storagev1.CSIDriver
+	crds         map[string]*apiextensionsv1.CustomResourceDefinition
+	clusterRoles map[string]*rbacv1.ClusterRole
+	kinds        []string
 }
 
 // deployFS copies this directory's manifests into an in-memory file system
@@ -81,7 +85,10 @@ func render(t *testing.T, mem filesys.FileSystem, dir string) (*rendered, error)
 	if err != nil {
 		return nil, err
 	}
-	out := &rendered{}
+	out := &rendered{
+		crds:         map[string]*apiextensionsv1.CustomResourceDefinition{},
+		clusterRoles: map[string]*rbacv1.ClusterRole{},
+	}
 	for _, r := range m.Resources() {
 		out.kinds = append(out.kinds, r.GetKind()+"/"+r.GetName())
 		data, err := r.AsYAML()
@@ -95,6 +102,14 @@ func render(t *testing.T, mem filesys.FileSystem, dir string) (*rendered, error)
 		case "CSIDriver":
 			out.csiDriver = &storagev1.CSIDriver{}
 			err = yaml.UnmarshalStrict(data, out.csiDriver)
+		case "CustomResourceDefinition":
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			err = yaml.UnmarshalStrict(data, crd)
+			out.crds[r.GetName()] = crd
+		case "ClusterRole":
+			role := &rbacv1.ClusterRole{}
+			err = yaml.UnmarshalStrict(data, role)
+			out.clusterRoles[r.GetName()] = role
 		}
 		if err != nil {
 			t.Fatalf("decode %s/%s: %v", r.GetKind(), r.GetName(), err)

@@ -59,8 +59,6 @@ type SecretProviderClassStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:storageversion
-// +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=spc
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SecretProviderClass struct {

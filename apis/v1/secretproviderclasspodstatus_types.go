@@ -58,7 +58,6 @@ type SecretProviderClassPodStatusStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:storageversion
-// +kubebuilder:resource:shortName=spcps
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.status.secretProviderClassName`
 // +kubebuilder:printcolumn:name="Mounted",type=string,JSONPath=`.status.conditions[?(@.type=="Mounted")].status`

@@ -58,8 +58,7 @@ type SecretProviderClassStatus struct {
 // SecretProviderClass is the schema of a secrets-store class.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=spc
+// +kubebuilder:deprecatedversion:warning="secrets-store.csi.x-k8s.io/v1alpha1 is deprecated. Use secrets-store.csi.x-k8s.io/v1 instead."
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SecretProviderClass struct {

@@ -41,7 +41,7 @@ type SecretProviderClassPodStatusStatus struct {
 // volume. Its name is <pod>-<namespace>-<class>, as upstream's.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=spcps
+// +kubebuilder:deprecatedversion
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.status.secretProviderClassName`
 // +kubebuilder:printcolumn:name="Mounted",type=string,JSONPath=`.status.conditions[?(@.type=="Mounted")].status`
