@@ -53,3 +53,10 @@ type Cluster interface {
 	// Synced reports whether the caches the cluster side reads have synced.
 	Synced() bool
 }
+
+// UpstreamChecker is implemented by a Cluster that can tell whether the
+// upstream Secrets Store CSI Driver published a volume: the pod status it
+// wrote for the pod's volume of the class says mounted at the target.
+type UpstreamChecker interface {
+	UpstreamMounted(ctx context.Context, podNamespace, podName, className, targetPath string) (bool, error)
+}

@@ -12,6 +12,7 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver/atomicwrite"
+	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
@@ -88,17 +89,30 @@ func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishReques
 	if err != nil {
 		return o, err
 	}
-	if prev == nil {
+	switch {
+	case prev != nil && prev.Adopted:
+		return d.refreshAdopted(ctx, v, spc, p, mreq, prev, prev.AdoptedDevice, o)
+	case prev == nil:
+		a, err := d.adoptable(ctx, p)
+		if err != nil {
+			return o, err
+		}
+		if a != nil {
+			return d.refreshAdopted(ctx, v, spc, p, mreq, nil, a.Device, o)
+		}
 		if err := d.mountNew(v, p); err != nil {
 			return o, err
 		}
 		defer d.cleanUpAfterPanic(v, p)
-	} else if err := d.deps.Volumes.Bind(v, p.target, p.readOnly); err != nil {
-		// A republish re-binds a target someone unmounted, before anything
-		// is fetched, so the record never runs ahead of what the pod sees.
-		return o, err
+	default:
+		if err := d.deps.Volumes.Bind(v, p.target, p.readOnly); err != nil {
+			// A republish re-binds a target someone unmounted, before
+			// anything is fetched, so the record never runs ahead of what
+			// the pod sees.
+			return o, err
+		}
 	}
-	rec, changed, err := d.fetchAndWrite(ctx, v, spc, p, mreq, prev)
+	rec, changed, err := d.fetchAndWrite(ctx, v, spc, p, mreq, prev, v.DataDir)
 	if err == nil && prev == nil {
 		err = d.deps.Volumes.Bind(v, p.target, p.readOnly)
 	}
@@ -109,6 +123,72 @@ func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishReques
 		return o, err
 	}
 	return newOutcome(v, spc, rec, prev == nil, changed, nil), nil
+}
+
+// adoptable returns the target's tmpfs when it is a volume the upstream
+// driver published before the switch: a whole tmpfs mounted at the target
+// that holds upstream's ..data layout, or (a provider that wrote its own
+// files leaves no layout) whose pod status from the upstream driver says
+// it is mounted there. Any other mount at the target is not adopted: the
+// first publish then fails with AlreadyExists, as before.
+func (d *Driver) adoptable(ctx context.Context, p *publishRequest) (*volume.Adoption, error) {
+	a, err := d.deps.Volumes.Adoptable(p.target)
+	if err != nil || a == nil || a.UpstreamLayout {
+		return a, err
+	}
+	uc, ok := d.deps.Cluster.(UpstreamChecker)
+	if !ok {
+		return nil, nil
+	}
+	mounted, err := uc.UpstreamMounted(ctx, p.podNamespace, p.podName, p.className, p.targetPath)
+	if err != nil || !mounted {
+		return nil, err
+	}
+	return a, nil
+}
+
+// refreshAdopted refreshes a volume the upstream driver mounted before the
+// switch (see volume.Manager.Adoptable): the provider's files are written
+// into that tmpfs in place, which the pod's running containers hold, and
+// nothing is mounted over it. The first call adopts it: a record naming
+// its device is kept in the state directory.
+func (d *Driver) refreshAdopted(ctx context.Context, v *volume.Volume, spc *secretsstorev1.SecretProviderClass,
+	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record, dev uint64, o *Outcome,
+) (*Outcome, error) {
+	if err := d.deps.Volumes.PrepareAdopted(v); err != nil {
+		return o, err
+	}
+	openDir := func() (string, func(), error) {
+		f, err := d.deps.Volumes.OpenAdopted(p.target, dev)
+		if err != nil {
+			return "", nil, err
+		}
+		// The writer locks and walks a directory by path, not through a
+		// /proc magic link: the path the checked descriptor resolved to.
+		dir, err := os.Readlink(targetpath.ProcPath(f))
+		if err != nil {
+			_ = f.Close()
+			return "", nil, fmt.Errorf("adopted volume at %s: %w", p.targetPath, err)
+		}
+		return dir, func() { _ = f.Close() }, nil
+	}
+	rec, changed, err := d.fetchAndWriteInto(ctx, v, spc, p, mreq, prev, openDir, func(r *volume.Record) {
+		r.Adopted, r.AdoptedDevice = true, dev
+	})
+	if err != nil {
+		if prev == nil {
+			if rerr := d.deps.Volumes.RemoveAdopted(v); rerr != nil {
+				klog.ErrorS(rerr, "cleaning up after a failed adoption", "volumeID", v.ID)
+			}
+		}
+		return o, err
+	}
+	if prev == nil {
+		klog.InfoS("adopted a volume the upstream driver mounted", "volumeID", v.ID, "targetPath", p.targetPath)
+	}
+	out := newOutcome(v, spc, rec, prev == nil, changed, nil)
+	out.DataDir = p.targetPath // the files are in the adopted tmpfs
+	return out, nil
 }
 
 // mountNew mounts a fresh tmpfs for a first publish, after checking that the
@@ -124,7 +204,18 @@ func (d *Driver) mountNew(v *volume.Volume, p *publishRequest) error {
 // slot (bounded concurrency and bytes in flight) until the response is
 // written and dropped.
 func (d *Driver) fetchAndWrite(ctx context.Context, v *volume.Volume, spc *secretsstorev1.SecretProviderClass,
+	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record, dir string,
+) (*volume.Record, bool, error) {
+	return d.fetchAndWriteInto(ctx, v, spc, p, mreq, prev, func() (string, func(), error) { return dir, func() {}, nil }, nil)
+}
+
+// fetchAndWriteInto is fetchAndWrite with the directory to write into
+// opened only after the provider answered (an adopted volume's tmpfs, once
+// the provider's stage is gone from over it), and a last touch to the
+// record before it is saved.
+func (d *Driver) fetchAndWriteInto(ctx context.Context, v *volume.Volume, spc *secretsstorev1.SecretProviderClass,
 	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record,
+	openDir func() (string, func(), error), touch func(*volume.Record),
 ) (*volume.Record, bool, error) {
 	release, err := d.slots.acquire(ctx)
 	if err != nil {
@@ -135,12 +226,20 @@ func (d *Driver) fetchAndWrite(ctx context.Context, v *volume.Volume, spc *secre
 	if err != nil {
 		return nil, false, err
 	}
-	changed, err := d.write(v, p, files)
+	dir, closeDir, err := openDir()
+	if err != nil {
+		return nil, false, err
+	}
+	changed, err := d.write(v, dir, p, files)
+	closeDir()
 	if err != nil {
 		return nil, false, err
 	}
 	rec := d.newRecord(p, spc, resp, prev, changed)
 	rec.ProviderWrites = providerWrites
+	if touch != nil {
+		touch(rec)
+	}
 	if err := v.SaveRecord(rec); err != nil {
 		return nil, false, err
 	}
@@ -200,7 +299,7 @@ func (d *Driver) mount(ctx context.Context, spc *secretsstorev1.SecretProviderCl
 // before VOLUME_MOUNT_GROUP. A write whose swap happened but whose clean-up
 // failed counts as written: the pod sees the new generation, and the next
 // write repairs the rest.
-func (d *Driver) write(v *volume.Volume, p *publishRequest, files []*v1alpha1.File) (bool, error) {
+func (d *Driver) write(v *volume.Volume, dir string, p *publishRequest, files []*v1alpha1.File) (bool, error) {
 	if len(files) == 0 {
 		return false, nil
 	}
@@ -217,7 +316,7 @@ func (d *Driver) write(v *volume.Volume, p *publishRequest, files []*v1alpha1.Fi
 	if gid == noMountGroup {
 		gid = os.Getegid()
 	}
-	changed, err := atomicwrite.WriteGroup(v.DataDir, wf, gid)
+	changed, err := atomicwrite.WriteGroup(dir, wf, gid)
 	if err != nil && changed {
 		klog.ErrorS(err, "new volume content is live, cleaning up the old failed; the next write retries", "volumeID", v.ID)
 		return true, nil

@@ -56,6 +56,9 @@ func (d *Driver) unpublishLocked(volumeID, targetPath string) (*volume.Record, e
 			"volumeID", volumeID, "targetPath", targetPath, "err", err)
 		return nil, nil
 	}
+	if rec != nil && rec.Adopted {
+		return d.unpublishAdopted(v, t, rec)
+	}
 	unbound, err := d.deps.Volumes.Unbind(v, t)
 	if err != nil {
 		return nil, err
@@ -83,4 +86,22 @@ func podUIDOf(rec *volume.Record, root, target string) string {
 		return rec.PodUID
 	}
 	return targetpath.PodUIDOf(root, target)
+}
+
+// unpublishAdopted unmounts a volume adopted from the upstream driver: the
+// tmpfs at the target, when it is still the recorded one, then its record.
+func (d *Driver) unpublishAdopted(v *volume.Volume, t *targetpath.Target, rec *volume.Record) (*volume.Record, error) {
+	unmounted, err := d.deps.Volumes.UnmountAdopted(t, rec.AdoptedDevice)
+	if err != nil {
+		return nil, err
+	}
+	if !unmounted {
+		klog.InfoS("the target no longer shows the adopted volume; removing its record only",
+			"volumeID", v.ID, "targetPath", t.Path)
+	}
+	if err := d.deps.Volumes.RemoveAdopted(v); err != nil {
+		return nil, err
+	}
+	klog.InfoS("volume unpublished", "volumeID", v.ID, "targetPath", t.Path, "adopted", true)
+	return rec, nil
 }

@@ -50,6 +50,7 @@ type Cluster struct {
 	status   *podstatus.Writer
 	sync     *secretsync.Syncer // nil when sync is off
 	events   *eventSink
+	live     client.Reader // reads the API server directly (adoption checks)
 }
 
 var _ driver.Cluster = (*Cluster)(nil)
@@ -82,7 +83,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to the API server: %w", err)
 	}
-	cl := &Cluster{}
+	cl := &Cluster{live: live}
 	c, err := startCache(ctx, cfg, scheme)
 	if err != nil {
 		return nil, err

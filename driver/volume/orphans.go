@@ -56,6 +56,8 @@ func (m *Manager) RemoveOrphans() (int, error) {
 			}
 			logRemoved(dir, "no target shows it")
 			removed++
+		case holdsAdoptedRecord(dir):
+			continue // a volume adopted from the upstream driver: its tmpfs is at the target
 		}
 		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove orphaned volume dir: %w", err))

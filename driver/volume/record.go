@@ -36,6 +36,11 @@ type Record struct {
 	// fsGroup kubelet sent as volume_mount_group, in decimal; "" for none
 	// (root's group).
 	MountGroup string `json:"volumeMountGroup,omitempty"`
+	// Adopted says the volume is a tmpfs the upstream driver mounted at the
+	// target before the switch, written in place (see Manager.Adoptable);
+	// AdoptedDevice is that tmpfs's device.
+	Adopted       bool   `json:"adopted,omitempty"`
+	AdoptedDevice uint64 `json:"adoptedDevice,omitempty"`
 	// ProviderWrites says the provider wrote the files into the target
 	// itself (returned none: the legacy mode of the provider contract), so
 	// every refresh gives it a writable stage there.
