@@ -33,6 +33,9 @@ type nodeOptions struct {
 	// noSync runs the driver without --sync-secrets, as noSyncUser, whose
 	// only role is the base ClusterRole keymount.
 	noSync bool
+	// upstreamFlags starts the driver with the flags the upstream driver's
+	// v1.6 manifests and chart render, under upstream's names.
+	upstreamFlags bool
 }
 
 // node is one emulated node: a directory standing in for the host, the
@@ -147,7 +150,21 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 	if opts.noSync {
 		kubeconfig = s.noSyncKubeconfig
 	}
-	n.driverArgs = []string{
+	if opts.upstreamFlags {
+		n.driverArgs = upstreamDriverArgs(n, kubeconfig)
+	} else {
+		n.driverArgs = keymountDriverArgs(n, kubeconfig)
+	}
+	if !opts.noSync {
+		n.driverArgs = append(n.driverArgs, "--sync-secrets")
+	}
+	n.startDriver(t)
+	return n
+}
+
+// keymountDriverArgs are the driver's arguments under keymount's names.
+func keymountDriverArgs(n *node, kubeconfig string) []string {
+	return []string{
 		"--endpoint=unix://" + n.socket,
 		"--node-id=" + n.name,
 		"--driver-name=" + driverName,
@@ -159,11 +176,29 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 		"--kubeconfig=" + kubeconfig,
 		logVerbosity,
 	}
-	if !opts.noSync {
-		n.driverArgs = append(n.driverArgs, "--sync-secrets")
+}
+
+// upstreamDriverArgs are the arguments of the upstream driver's v1.6
+// DaemonSet (manifests and chart), with this node's paths, plus what a test
+// node needs besides: its state and kubelet directories, a small tmpfs and
+// the API server's credentials (in a cluster: the pod's own).
+func upstreamDriverArgs(n *node, kubeconfig string) []string {
+	return []string{
+		"--endpoint=unix://" + n.socket,
+		"--nodeid=" + n.name,
+		"--provider-volume=" + n.providerDir,
+		"--additional-provider-volume-paths=" + n.extraProviderDir,
+		"--metrics-addr=:8095",
+		"--enable-secret-rotation=false",
+		"--rotation-poll-interval=2m",
+		"--provider-health-check=false",
+		"--provider-health-check-interval=2m",
+		"--state-dir=" + n.stateDir,
+		"--kubelet-root-dir=" + n.kubeletRoot,
+		"--tmpfs-size=4Mi",
+		"--kubeconfig=" + kubeconfig,
+		logVerbosity,
 	}
-	n.startDriver(t)
-	return n
 }
 
 // nodeName is a node name made from the test's name and a random suffix,
