@@ -229,3 +229,28 @@ func TestAdoptVolumeOfUpstreamDriver(t *testing.T) {
 	n.mustUnpublish(t, pod, "secrets")
 	n.checkNothingMounted(t, pod, "secrets")
 }
+
+// TestRollbackToUpstreamUnpublishes: after a switch back to the upstream
+// driver, it unpublishes keymount's volumes its own way (unmount the target
+// and remove the directory), and keymount, when it returns, removes the
+// tmpfs no target shows any more.
+func TestRollbackToUpstreamUnpublishes(t *testing.T) {
+	n := startNode(t, nodeOptions{})
+	ns := n.newNamespace(t)
+	n.writeObject(t, "rollback/key", []byte("rb-"+randomHex(6)))
+	n.createClass(t, ns, "rollback", "local", []object{{name: "rollback/key", alias: "key"}})
+	pod := n.createPod(t, ns, "app", secretsVolume{name: "secrets", class: "rollback"})
+	n.mustPublish(t, pod, "secrets")
+	target := n.targetPath(pod, "secrets")
+
+	// The upstream driver's NodeUnpublishVolume: unmount, remove the directory.
+	if err := unix.Unmount(target, 0); err != nil {
+		t.Fatalf("upstream-style unmount of a keymount volume: %v", err)
+	}
+	if err := os.Remove(target); err != nil {
+		t.Fatalf("upstream-style removal of the target: %v", err)
+	}
+	// keymount returns: the start-up clean-up drops the orphaned tmpfs.
+	n.restartDriver(t)
+	n.checkNothingMounted(t, pod, "secrets")
+}
