@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/jmespath-community/go-jmespath"
-	"sigs.k8s.io/yaml"
 )
 
 // parseObjects parses and validates the `objects` YAML.
@@ -17,19 +16,19 @@ func parseObjects(p *problems, src, translate string, haveFailoverRegion bool, d
 		p.addf("%s: is not set; list the secrets and parameters to mount", KeyObjects)
 		return nil
 	}
-	var list []any
-	if err := yaml.UnmarshalStrict([]byte(src), &list); err != nil {
-		p.addf("%s: is not a YAML list of objects: %w", KeyObjects, err)
+	entries, err := decodeObjects(src)
+	if err != nil {
+		p.addf("%s: %w", KeyObjects, err)
 		return nil
 	}
-	if len(list) == 0 {
+	if len(entries) == 0 {
 		p.addf("%s: the list is empty; list the secrets and parameters to mount", KeyObjects)
 		return nil
 	}
-	objs := make([]Object, 0, len(list))
+	objs := make([]Object, 0, len(entries))
 	files := fileSet{}
-	for i, v := range list {
-		o := parseObject(p, i, v, translate, haveFailoverRegion, defaultMode)
+	for i := range entries {
+		o := parseObject(p, i, &entries[i], translate, haveFailoverRegion, defaultMode)
 		where := objectWhere(i, o.Name)
 		files.add(p, where, o.FileName)
 		for j, jp := range o.JMESPaths {
@@ -42,28 +41,25 @@ func parseObjects(p *problems, src, translate string, haveFailoverRegion bool, d
 }
 
 // parseObject parses entry i of `objects`.
-func parseObject(p *problems, i int, v any, translate string, haveFailoverRegion bool, defaultMode os.FileMode) Object {
-	f, ok := newFields(p, fmt.Sprintf("objects[%d]", i), v, objectKeys)
-	if !ok {
-		return Object{}
+func parseObject(p *problems, i int, e *objectEntry, translate string, haveFailoverRegion bool, defaultMode os.FileMode) Object {
+	where := objectWhere(i, e.ObjectName)
+	o := Object{
+		Name:         e.ObjectName,
+		Alias:        e.ObjectAlias,
+		Version:      e.ObjectVersion,
+		VersionLabel: e.ObjectVersionLabel,
+		Mode:         e.FilePermission.mode(p, where, defaultMode),
 	}
-	o := Object{Name: f.str("objectName")}
-	f.where = objectWhere(i, o.Name)
-	f.checkKeys(objectKeys)
-	o.Alias = f.str("objectAlias")
-	o.Version = f.str("objectVersion")
-	o.VersionLabel = f.str("objectVersionLabel")
-	o.Mode = f.mode("filePermission", defaultMode)
-	if !f.has("objectName") {
-		p.addf("%s.objectName: is required; set the name or ARN of the secret or parameter", f.where)
+	if o.Name == "" {
+		p.addf("%s.objectName: is required; set the name or ARN of the secret or parameter", where)
 	}
-	o.Type = objectType(p, f.where, o.Name, f.str("objectType"))
-	checkVersions(p, f.where, o.Type, o.Version, o.VersionLabel)
+	o.Type = objectType(p, where, o.Name, e.ObjectType)
+	checkVersions(p, where, o.Type, o.Version, o.VersionLabel)
 	if src := cmp.Or(o.Alias, o.Name); src != "" {
-		o.FileName = checkFileName(p, f.where, src, translate)
+		o.FileName = checkFileName(p, where, src, translate)
 	}
-	o.JMESPaths = parseJMESPaths(p, f.where, f.m["jmesPath"], translate, o.Mode)
-	o.Failover = parseFailover(p, f.where, f.m["failoverObject"], &o, haveFailoverRegion)
+	o.JMESPaths = parseJMESPaths(p, where, e.JMESPath, translate, o.Mode)
+	o.Failover = parseFailover(p, where, e.FailoverObject, &o, haveFailoverRegion)
 	return o
 }
 
@@ -129,35 +125,28 @@ func isVersionID(v string) bool {
 	return true
 }
 
-// parseJMESPaths parses an object's jmesPath list.
-func parseJMESPaths(p *problems, where string, v any, translate string, mode os.FileMode) []JMESPath {
-	if v == nil {
+// parseJMESPaths parses an object's jmesPath list. An alias is a file
+// name like an objectAlias: path translation applies to it as well, so
+// "db/password" is the file "db_password" by default, as the existing
+// provider names it.
+func parseJMESPaths(p *problems, where string, entries []jmesPathEntry, translate string, mode os.FileMode) []JMESPath {
+	if len(entries) == 0 {
 		return nil
 	}
-	list, ok := v.([]any)
-	if !ok {
-		p.addf("%s.jmesPath: is a %s; write a list of {path, objectAlias, filePermission}", where, yamlKind(v))
-		return nil
-	}
-	out := make([]JMESPath, 0, len(list))
-	for j, e := range list {
-		f, ok := newFields(p, fmt.Sprintf("%s.jmesPath[%d]", where, j), e, jmesPathKeys)
-		if !ok {
-			continue
+	out := make([]JMESPath, 0, len(entries))
+	for j := range entries {
+		e := &entries[j]
+		at := fmt.Sprintf("%s.jmesPath[%d]", where, j)
+		jp := JMESPath{Path: e.Path, Alias: e.ObjectAlias, Mode: e.FilePermission.mode(p, at, mode)}
+		if jp.Path == "" {
+			p.addf("%s.path: is required; set the JMESPath expression of the value to extract", at)
+		} else if err := compileJMESPath(jp.Path); err != nil {
+			p.addf("%s.path: %s does not compile: %w", at, quote(jp.Path), err)
 		}
-		f.checkKeys(jmesPathKeys)
-		jp := JMESPath{Path: f.str("path"), Alias: f.str("objectAlias"), Mode: f.mode("filePermission", mode)}
-		if !f.has("path") {
-			p.addf("%s.path: is required; set the JMESPath expression of the value to extract", f.where)
-		} else if jp.Path != "" {
-			if err := compileJMESPath(jp.Path); err != nil {
-				p.addf("%s.path: %s does not compile: %w", f.where, quote(jp.Path), err)
-			}
-		}
-		if !f.has("objectAlias") {
-			p.addf("%s.objectAlias: is required; set the file name of the extracted value", f.where)
-		} else if jp.Alias != "" {
-			jp.FileName = checkFileName(p, f.where, jp.Alias, translate)
+		if jp.Alias == "" {
+			p.addf("%s.objectAlias: is required; set the file name of the extracted value", at)
+		} else {
+			jp.FileName = checkFileName(p, at, jp.Alias, translate)
 		}
 		out = append(out, jp)
 	}
@@ -177,32 +166,28 @@ func compileJMESPath(expr string) (err error) {
 
 // parseFailover parses an object's failoverObject. Its version and label
 // default to the object's, as the existing provider does.
-func parseFailover(p *problems, where string, v any, o *Object, haveFailoverRegion bool) *Failover {
-	if v == nil {
+func parseFailover(p *problems, where string, e *failoverEntry, o *Object, haveFailoverRegion bool) *Failover {
+	if e == nil {
 		return nil
 	}
-	f, ok := newFields(p, where+".failoverObject", v, failoverKeys)
-	if !ok {
-		return nil
-	}
-	f.checkKeys(failoverKeys)
-	fo := &Failover{Name: f.str("objectName"), Version: f.str("objectVersion"), VersionLabel: f.str("objectVersionLabel")}
+	at := where + ".failoverObject"
+	fo := &Failover{Name: e.ObjectName, Version: e.ObjectVersion, VersionLabel: e.ObjectVersionLabel}
 	if !haveFailoverRegion {
-		p.addf("%s: needs the class's failoverRegion; set failoverRegion or remove failoverObject", f.where)
+		p.addf("%s: needs the class's failoverRegion; set failoverRegion or remove failoverObject", at)
 	}
 	if o.Alias == "" {
 		p.addf("%s.objectAlias: is required with failoverObject, so that both regions write the same file; set objectAlias", where)
 	}
-	if !f.has("objectName") {
-		p.addf("%s.objectName: is required; set the name or ARN of the object in the failover region", f.where)
+	if fo.Name == "" {
+		p.addf("%s.objectName: is required; set the name or ARN of the object in the failover region", at)
 	} else if a, isARN := parseARN(fo.Name); isARN && !a.valid() {
-		p.addf("%s.objectName: is not a valid ARN; write arn:partition:service:region:account-id:resource", f.where)
+		p.addf("%s.objectName: is not a valid ARN; write arn:partition:service:region:account-id:resource", at)
 	} else if isARN && o.Type != "" && a.objectType() != o.Type {
-		p.addf("%s.objectName: the ARN's service %s does not match the object's type %s; use an ARN of the same type", f.where, quote(a.service), o.Type)
+		p.addf("%s.objectName: the ARN's service %s does not match the object's type %s; use an ARN of the same type", at, quote(a.service), o.Type)
 	}
-	checkVersions(p, f.where, o.Type, fo.Version, fo.VersionLabel)
+	checkVersions(p, at, o.Type, fo.Version, fo.VersionLabel)
 	if fo.Version != "" && fo.Version != o.Version {
-		p.addf("%s.objectVersion: %s differs from objectVersion %s; make them match or remove it", f.where, quote(fo.Version), quote(o.Version))
+		p.addf("%s.objectVersion: %s differs from objectVersion %s; make them match or remove it", at, quote(fo.Version), quote(o.Version))
 	}
 	fo.Version = cmp.Or(fo.Version, o.Version)
 	fo.VersionLabel = cmp.Or(fo.VersionLabel, o.VersionLabel)

@@ -109,6 +109,70 @@ func TestParseObjects(t *testing.T) {
 			{Name: "s", Type: SecretsManager, Alias: "previous", VersionLabel: "AWSPREVIOUS", Mode: 0o644, FileName: "previous"},
 		},
 	}, {
+		// The existing provider decodes with sigs.k8s.io/yaml into
+		// JSON-tagged fields: keys match in any case, unknown keys are
+		// ignored, a repeated key keeps its last value.
+		name: "keys in any case, unknown keys ignored",
+		objects: `
+- objectname: app/db
+  OBJECTTYPE: secretsmanager
+  ObjectAlias: db
+  objectTemplate: "{{ .password }}"
+  JmesPath:
+    - PATH: password
+      objectalias: pw
+      FilePermission: "0400"
+      comment: ignored
+- ObjectName: first
+  objectType: ssmparameter
+  objectName: last
+  objectVERSIONlabel: prod`,
+		want: []Object{
+			{Name: "app/db", Type: SecretsManager, Alias: "db", Mode: 0o644, FileName: "db", JMESPaths: []JMESPath{
+				{Path: "password", Alias: "pw", Mode: 0o400, FileName: "pw"},
+			}},
+			{Name: "last", Type: SSMParameter, VersionLabel: "prod", Mode: 0o644, FileName: "last"},
+		},
+	}, {
+		name:    "failover keys in any case",
+		objects: `[{objectName: a, objectType: ssmparameter, objectAlias: a, FailoverObject: {OBJECTNAME: b, objectversionlabel: l}}]`,
+		extra:   map[string]string{KeyFailoverRegion: "us-west-2"},
+		want: []Object{{Name: "a", Type: SSMParameter, Alias: "a", Mode: 0o644, FileName: "a",
+			Failover: &Failover{Name: "b", VersionLabel: "l"}}},
+	}, {
+		// sigs.k8s.io/yaml writes a YAML scalar given for a string field
+		// as its text, YAML 1.1 booleans included.
+		name:    "numbers and booleans as text",
+		objects: `[{objectName: 42, objectType: ssmparameter, objectVersion: 3}, {objectName: y, objectType: ssmparameter}]`,
+		want: []Object{
+			{Name: "42", Type: SSMParameter, Version: "3", Mode: 0o644, FileName: "42"},
+			{Name: "true", Type: SSMParameter, Mode: 0o644, FileName: "true"},
+		},
+	}, {
+		name: "jmesPath aliases follow path translation",
+		objects: `
+- objectName: app/db
+  objectType: secretsmanager
+  jmesPath:
+    - {path: username, objectAlias: db/user}
+    - {path: password, objectAlias: /db/password}`,
+		extra: map[string]string{KeyPathTranslation: "-"},
+		want: []Object{{Name: "app/db", Type: SecretsManager, Mode: 0o644, FileName: "app-db", JMESPaths: []JMESPath{
+			{Path: "username", Alias: "db/user", Mode: 0o644, FileName: "db-user"},
+			{Path: "password", Alias: "/db/password", Mode: 0o644, FileName: "-db-password"},
+		}}},
+	}, {
+		name: "jmesPath aliases with path translation off",
+		objects: `
+- objectName: app/db
+  objectType: secretsmanager
+  jmesPath:
+    - {path: username, objectAlias: /db/user}`,
+		extra: map[string]string{KeyPathTranslation: "False"},
+		want: []Object{{Name: "app/db", Type: SecretsManager, Mode: 0o644, FileName: "app/db", JMESPaths: []JMESPath{
+			{Path: "username", Alias: "/db/user", Mode: 0o644, FileName: "db/user"},
+		}}},
+	}, {
 		name:    "null values are unset",
 		objects: `[{objectName: s, objectType: secretsmanager, objectAlias: null, jmesPath: null, failoverObject: null}]`,
 		want:    []Object{{Name: "s", Type: SecretsManager, Mode: 0o644, FileName: "s"}},
@@ -132,9 +196,12 @@ func TestParseObjectsErrors(t *testing.T) {
 	}{
 		{"missing", "", nil, []string{"objects: is not set"}},
 		{"empty list", "[]", nil, []string{"objects: the list is empty"}},
-		{"not a list", "objectName: x", nil, []string{"objects: is not a YAML list"}},
-		{"duplicate YAML key", "[{objectName: a, objectName: b}]", nil, []string{"objects: is not a YAML list"}},
-		{"entry not a mapping", "[x]", nil, []string{"objects[0]: is not a mapping"}},
+		{"not a list", "objectName: x", nil, []string{"objects: is a YAML mapping, not a list of objects"}},
+		{"not YAML", "[{objectName: x", nil, []string{"objects: is not a YAML list of objects"}},
+		{"entry not a mapping", "[x]", nil, []string{"objects: an entry is a YAML string, not a mapping"}},
+		{"name is a list", "[{objectName: [x], objectType: ssmparameter}]", nil, []string{"objects: objectName of an entry is a YAML list, not a string"}},
+		{"failoverObject is a string", "[{objectName: x, objectType: ssmparameter, failoverObject: other}]", nil,
+			[]string{"objects: failoverObject of an entry is a YAML string, not a mapping"}},
 		{"no name", "[{objectType: ssmparameter}]", nil, []string{"objects[0].objectName: is required"}},
 		{"empty name", `[{objectName: "", objectType: ssmparameter}]`, nil, []string{"objects[0].objectName: is required"}},
 		{"no type", "[{objectName: x}]", nil, []string{`objects[0] ("x").objectType: is required when objectName is not an ARN`}},
@@ -147,9 +214,6 @@ func TestParseObjectsErrors(t *testing.T) {
 		{"malformed ARN", `[{objectName: "arn:aws:secretsmanager"}]`, nil, []string{".objectName: is not a valid ARN"}},
 		{"ARN in another region", `[{objectName: "` + smARN + `"}]`, map[string]string{KeyRegion: "eu-west-1"},
 			[]string{`the ARN is in region "us-east-1" but region is "eu-west-1"`}},
-		{"unknown keys", `[{objectName: x, objectType: ssmparameter, objectname: y, Path: z}]`, nil,
-			[]string{`unknown key "Path"`, `unknown key "objectname"`}},
-		{"non-string value", `[{objectName: 42, objectType: ssmparameter}]`, nil, []string{"objects[0].objectName: is a number, not a string; quote the value"}},
 		{"unquoted file mode", `[{objectName: x, objectType: ssmparameter, filePermission: 0600}]`, nil,
 			[]string{`.filePermission: is a number; write the mode as a quoted octal string like "0600"`}},
 		{"bad file mode", `[{objectName: x, objectType: ssmparameter, filePermission: "0800"}]`, nil, []string{`"0800" is not an octal file mode`}},
@@ -170,12 +234,14 @@ func TestParseObjectsErrors(t *testing.T) {
 			[]string{`writes file "x", as objects[0] ("x") does`}},
 		{"jmesPath alias duplicates an object", `[{objectName: x, objectType: secretsmanager, jmesPath: [{path: a, objectAlias: z}]}, {objectName: z, objectType: ssmparameter}]`, nil,
 			[]string{`objects[1] ("z"): writes file "z", as objects[0] ("x").jmesPath[0] does`}},
-		{"YAML 1.1 boolean", `[{objectName: y, objectType: ssmparameter}]`, nil, []string{"objects[0].objectName: is a boolean, not a string; quote the value"}},
 		{"file inside another file", `[{objectName: a, objectType: ssmparameter}, {objectName: a/b, objectType: ssmparameter}]`, map[string]string{KeyPathTranslation: "False"},
 			[]string{`writes file "a/b" inside "a"`}},
-		{"jmesPath not a list", `[{objectName: x, objectType: secretsmanager, jmesPath: {path: a}}]`, nil, []string{".jmesPath: is a mapping"}},
+		{"jmesPath not a list", `[{objectName: x, objectType: secretsmanager, jmesPath: {path: a}}]`, nil, []string{"objects: jmesPath of an entry is a YAML mapping, not a list"}},
+		{"unquoted jmesPath file mode", `[{objectName: x, objectType: secretsmanager, jmesPath: [{path: a, objectAlias: b, filePermission: 0400}]}]`, nil,
+			[]string{`objects[0] ("x").jmesPath[0].filePermission: is a number; write the mode as a quoted octal string`}},
+		{"file mode a boolean", `[{objectName: x, objectType: ssmparameter, filePermission: yes}]`, nil, []string{`.filePermission: is a boolean`}},
 		{"jmesPath entry incomplete", `[{objectName: x, objectType: secretsmanager, jmesPath: [{filePermission: "0600", extra: 1}]}]`, nil,
-			[]string{".jmesPath[0].path: is required", ".jmesPath[0].objectAlias: is required", `.jmesPath[0]: unknown key "extra"`}},
+			[]string{".jmesPath[0].path: is required", ".jmesPath[0].objectAlias: is required"}},
 		{"jmesPath does not compile", `[{objectName: x, objectType: secretsmanager, jmesPath: [{path: "a[", objectAlias: y}]}]`, nil,
 			[]string{`.jmesPath[0].path: "a[" does not compile`}},
 		{"failover without failoverRegion", `[{objectName: x, objectType: secretsmanager, objectAlias: y, failoverObject: {objectName: z}}]`, nil,
@@ -183,7 +249,7 @@ func TestParseObjectsErrors(t *testing.T) {
 		{"failover without alias", `[{objectName: x, objectType: secretsmanager, failoverObject: {objectName: z}}]`, map[string]string{KeyFailoverRegion: "us-west-2"},
 			[]string{`objects[0] ("x").objectAlias: is required with failoverObject`}},
 		{"failover without name", `[{objectName: x, objectType: secretsmanager, objectAlias: y, failoverObject: {objectVersionLabel: l, bad: 1}}]`,
-			map[string]string{KeyFailoverRegion: "us-west-2"}, []string{".failoverObject.objectName: is required", `.failoverObject: unknown key "bad"`}},
+			map[string]string{KeyFailoverRegion: "us-west-2"}, []string{".failoverObject.objectName: is required"}},
 		{"failover version differs", `[{objectName: x, objectType: ssmparameter, objectAlias: y, objectVersion: "1", failoverObject: {objectName: z, objectVersion: "2"}}]`,
 			map[string]string{KeyFailoverRegion: "us-west-2"}, []string{`.failoverObject.objectVersion: "2" differs from objectVersion "1"`}},
 		{"failover ARN of the other type", `[{objectName: x, objectType: ssmparameter, objectAlias: y, failoverObject: {objectName: "` + smARN + `"}}]`,
