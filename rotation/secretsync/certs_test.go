@@ -109,6 +109,8 @@ func parseKeyPEM(t testing.TB, data []byte) crypto.Signer {
 	switch block.Type {
 	case pemPKCS8Key:
 		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	case pemRSAKey:
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
 	case pemECKey:
 		key, err = x509.ParseECPrivateKey(block.Bytes)
 	default:

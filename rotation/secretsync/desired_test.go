@@ -92,7 +92,7 @@ func TestDesiredSecretMapsObjectsToKeys(t *testing.T) {
 			},
 			want: &desired{
 				namespace: "ns", name: "web", class: "spc", typ: corev1.SecretTypeTLS,
-				data:        map[string][]byte{"tls.crt": c.certsPEM(), "tls.key": c.pkcs8PEM(t), "ca.crt": certPEM(c.ca)},
+				data:        map[string][]byte{"tls.crt": c.certsPEM(), "tls.key": c.ecPEM(t), "ca.crt": certPEM(c.ca)}, // SEC 1: how upstream encodes an EC key
 				labels:      map[string]string{ManagedLabel: "true"},
 				annotations: map[string]string{ClassAnnotation: "spc"},
 			},

@@ -25,6 +25,8 @@ var (
 	errPKCS12Unsupported  = errors.New("the PKCS#12 archive uses an algorithm or content keymount cannot read")
 	errPKCS12NoKey        = errors.New("the PKCS#12 archive has no private key")
 	errPKCS12NoCert       = errors.New("the PKCS#12 archive has no certificate")
+	errKeyUnparsable      = errors.New("the private key block holds no PKCS#8, PKCS#1 or SEC 1 private key")
+	errKeyType            = errors.New("the private key is neither RSA, ECDSA nor Ed25519")
 )
 
 // PEM block types.
@@ -36,7 +38,8 @@ const (
 	pemEncryptedKey = "ENCRYPTED PRIVATE KEY"
 )
 
-// tlsPair is a TLS object split into PEM certificates and a PEM private key.
+// tlsPair is a TLS object split into PEM certificates and a PEM private key,
+// encoded as encodeKey does.
 type tlsPair struct {
 	certs []byte // every certificate, leaf first; nil when there is none
 	key   []byte // the private key; nil when keyErr is set
@@ -82,6 +85,7 @@ func splitTLS(data []byte) (tlsPair, error) {
 func splitPEM(data []byte) tlsPair {
 	var p tlsPair
 	var keys int
+	var keyDER []byte
 	encrypted := false
 	for {
 		block, rest := pem.Decode(data)
@@ -98,7 +102,7 @@ func splitPEM(data []byte) tlsPair {
 				encrypted = true
 				continue
 			}
-			p.key = pem.EncodeToMemory(&pem.Block{Type: block.Type, Bytes: block.Bytes})
+			keyDER = block.Bytes
 		case pemEncryptedKey:
 			keys++
 			encrypted = true
@@ -106,11 +110,13 @@ func splitPEM(data []byte) tlsPair {
 	}
 	switch {
 	case keys > 1:
-		p.key, p.keyErr = nil, errSeveralPrivateKeys
+		p.keyErr = errSeveralPrivateKeys
 	case encrypted:
-		p.key, p.keyErr = nil, errEncryptedKey
+		p.keyErr = errEncryptedKey
 	case keys == 0:
 		p.keyErr = errNoPrivateKey
+	default:
+		p.key, p.keyErr = encodeKeyDER(keyDER)
 	}
 	return p
 }
@@ -134,15 +140,11 @@ func splitPKCS12(data []byte) (tlsPair, error) {
 	case leaf == nil:
 		return tlsPair{}, errPKCS12NoCert
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return tlsPair{}, errPKCS12Unsupported
-	}
 	var p tlsPair
 	for _, c := range leafFirst(key, append([]*x509.Certificate{leaf}, chain...)) {
 		p.certs = append(p.certs, pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: c.Raw})...)
 	}
-	p.key = pem.EncodeToMemory(&pem.Block{Type: pemPKCS8Key, Bytes: der})
+	p.key, p.keyErr = encodeKey(key)
 	return p, nil
 }
 

@@ -40,6 +40,9 @@ func testTLS(t *testing.T, cl *cluster) {
 		if string(s.Data[corev1.TLSCertKey]) != string(chain.certsPEM()) {
 			t.Errorf("%s: tls.crt is not the leaf then the CA", name)
 		}
+		if string(s.Data[corev1.TLSPrivateKeyKey]) != string(chain.ecPEM(t)) {
+			t.Errorf("%s: tls.key is not the key as SEC 1, as the upstream driver writes an EC key", name)
+		}
 		pair, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
 		if err != nil {
 			t.Errorf("%s: not a key pair: %v", name, err)

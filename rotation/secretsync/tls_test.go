@@ -18,6 +18,7 @@ import (
 var fixedErrors = []error{
 	errNoCertificate, errNoPrivateKey, errSeveralPrivateKeys, errEncryptedKey, errNotTLS,
 	errPKCS12Password, errPKCS12Unsupported, errPKCS12NoKey, errPKCS12NoCert, errTooManyIterations,
+	errKeyUnparsable, errKeyType,
 }
 
 func encodePKCS12(t testing.TB, enc *pkcs12.Encoder, c testChain, leaf *x509.Certificate, chain []*x509.Certificate, password string) []byte {
@@ -99,19 +100,6 @@ func TestTLSPartSplitsPEMAndPKCS12(t *testing.T) {
 	}
 }
 
-func TestTLSPartKeepsPEMKeyBlockAsItIs(t *testing.T) {
-	c := newTestChain(t)
-	for _, key := range [][]byte{c.pkcs8PEM(t), c.ecPEM(t)} {
-		got, err := tlsPart(append(c.certsPEM(), key...), corev1.TLSPrivateKeyKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, key) {
-			t.Errorf("tls.key = %q, want the block unchanged %q", got, key)
-		}
-	}
-}
-
 func TestTLSPartErrors(t *testing.T) {
 	c := newTestChain(t)
 	withPassword := encodePKCS12(t, pkcs12.Modern, c, c.leaf, nil, "hunter2")
@@ -124,6 +112,9 @@ func TestTLSPartErrors(t *testing.T) {
 	}{
 		{"PEM without key", c.certsPEM(), corev1.TLSPrivateKeyKey, errNoPrivateKey},
 		{"PEM without certificate", c.pkcs8PEM(t), corev1.TLSCertKey, errNoCertificate},
+		{"key block that holds no key", append(c.certsPEM(), pem.EncodeToMemory(&pem.Block{Type: pemPKCS8Key, Bytes: []byte("not a key")})...),
+			corev1.TLSPrivateKeyKey, errKeyUnparsable},
+		{"X25519 key, which cannot sign", append(c.certsPEM(), x25519PEM(t)...), corev1.TLSPrivateKeyKey, errKeyType},
 		{"two keys", bytes.Join([][]byte{c.certsPEM(), c.pkcs8PEM(t), c.ecPEM(t)}, nil), corev1.TLSPrivateKeyKey, errSeveralPrivateKeys},
 		{"PKCS#8 encrypted key", append(c.certsPEM(), pem.EncodeToMemory(&pem.Block{Type: pemEncryptedKey, Bytes: []byte{1}})...), corev1.TLSPrivateKeyKey, errEncryptedKey},
 		{"legacy encrypted PEM key", append(c.certsPEM(), encrypted...), corev1.TLSPrivateKeyKey, errEncryptedKey},
