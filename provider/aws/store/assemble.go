@@ -58,7 +58,7 @@ func filesOf(o *spec.Object, v value) ([]server.File, *objectFailure) {
 		if mode == 0 {
 			mode = o.Mode
 		}
-		files = append(files, server.File{Path: jp.Alias, Mode: mode, Contents: data})
+		files = append(files, server.File{Path: jp.FileName, Mode: mode, Contents: data})
 	}
 	return files, nil
 }

@@ -44,13 +44,13 @@ func FuzzJMESPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc, path string) {
 		o := spec.Object{
 			Name: "s", Type: spec.SecretsManager, FileName: "s", Mode: 0o644,
-			JMESPaths: []spec.JMESPath{{Path: path, Alias: "extracted"}},
+			JMESPaths: []spec.JMESPath{{Path: path, Alias: "extracted/value", FileName: "extracted_value"}},
 		}
 		it := primaryItem(&o, "us-east-1")
 		vals := map[item]value{it: {data: []byte(doc), version: "v1"}}
 		res, err := assemble([]spec.Object{o}, []item{it}, vals, nil)
 		if err == nil {
-			if len(res.Files) != 2 || string(res.Files[0].Contents) != doc {
+			if len(res.Files) != 2 || string(res.Files[0].Contents) != doc || res.Files[1].Path != "extracted_value" {
 				t.Fatalf("files = %v", res.Files)
 			}
 			return

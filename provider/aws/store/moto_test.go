@@ -81,6 +81,11 @@ func motoRequest(objs []spec.Object) *store.Request {
 		if objs[i].Mode == 0 {
 			objs[i].Mode = 0o644
 		}
+		for j := range objs[i].JMESPaths {
+			if jp := &objs[i].JMESPaths[j]; jp.FileName == "" {
+				jp.FileName = strings.ReplaceAll(jp.Alias, "/", "_")
+			}
+		}
 	}
 	return &store.Request{Identity: "moto", Credentials: motoserver.Credentials(), Region: region, Objects: objs}
 }
@@ -112,9 +117,11 @@ func TestFetchFromMoto(t *testing.T) {
 	}, {
 		name: "jmesPath",
 		objs: []spec.Object{{Name: "json", Type: sm, JMESPaths: []spec.JMESPath{
-			{Path: "user", Alias: "user"}, {Path: "port", Alias: "port"}, {Path: "nested.a", Alias: "a"},
+			{Path: "user", Alias: "db/user"}, {Path: "port", Alias: "port"}, {Path: "nested.a", Alias: "a"},
 		}}},
-		files: map[string]string{"json": `{"user":"admin","port":5432,"nested":{"a":[1,2]}}`, "user": "admin", "port": "5432", "a": "[1,2]"},
+		// A file per entry, named by its FileName (the alias translated as
+		// the spec translates it), never by the raw alias.
+		files: map[string]string{"json": `{"user":"admin","port":5432,"nested":{"a":[1,2]}}`, "db_user": "admin", "port": "5432", "a": "[1,2]"},
 	}, {
 		name:      "jmesPath matching nothing",
 		objs:      []spec.Object{{Name: "json", Type: sm, JMESPaths: []spec.JMESPath{{Path: "nope", Alias: "x"}}}},
