@@ -9,7 +9,8 @@
 //
 // Errors a provider returns keep their gRPC code when they already carry one;
 // otherwise they are classified with errors.Is against [ErrNotFound],
-// [ErrPermissionDenied] and [ErrInvalidParameters]; context cancellation and
+// [ErrPermissionDenied], [ErrInvalidParameters], [ErrFailedPrecondition] and
+// [ErrUnavailable]; context cancellation and
 // deadlines keep their meaning; anything else is Internal. A failed mount never
 // reaches the driver as codes.Unknown.
 //
