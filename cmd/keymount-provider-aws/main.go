@@ -20,6 +20,7 @@ import (
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
+	"github.com/keymount/keymount/provider/aws/noderegion"
 	"github.com/keymount/keymount/provider/aws/store"
 	"github.com/keymount/keymount/provider/server"
 )
@@ -31,6 +32,7 @@ var version = "dev"
 type config struct {
 	server     server.Config
 	region     string
+	nodeName   string
 	kubeconfig string
 	endpoint   string
 	stsURL     string
@@ -61,7 +63,8 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	klog.InitFlags(fs)
 	fs.StringVar(&cfg.server.SocketDir, "provider-dir", "/var/run/secrets-store-csi-providers", "directory of provider sockets the driver searches")
 	fs.StringVar(&cfg.server.Name, "name", "aws", "provider name, as in SecretProviderClass spec.provider")
-	fs.StringVar(&cfg.region, "region", os.Getenv("AWS_REGION"), "region for classes without a region parameter (default $AWS_REGION)")
+	fs.StringVar(&cfg.region, "region", os.Getenv("AWS_REGION"), "region of every class without a region parameter; empty: the region label of the pod's node (default $AWS_REGION, which the existing provider also prefers to the node's label)")
+	fs.StringVar(&cfg.nodeName, "node-name", os.Getenv("NODE_NAME"), "the node the provider runs on, whose region label serves classes without a region; empty: read each such pod for its node (default $NODE_NAME)")
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig for reading service accounts; empty: in-cluster config")
 	fs.StringVar(&cfg.endpoint, "aws-endpoint", "", "base endpoint of Secrets Manager and SSM (testing against a local endpoint); empty: AWS")
 	fs.StringVar(&cfg.stsURL, "sts-endpoint", "", "base endpoint of STS (testing); empty: AWS")
@@ -88,7 +91,8 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	ids := identity.New(identity.Config{STSEndpoint: cfg.stsURL, PodIdentityTimeout: cfg.podIdentityTimeout}, identity.NewKubeServiceAccounts(cs, cfg.saTTL))
 	st := store.New(store.Config{Endpoint: cfg.endpoint, Freshness: cfg.freshness})
-	p, err := aws.New(cfg.region, ids, st)
+	regions := noderegion.New(noderegion.Config{Region: cfg.region, NodeName: cfg.nodeName}, cs)
+	p, err := aws.New(regions, ids, st)
 	if err != nil {
 		return err
 	}
@@ -96,7 +100,7 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	klog.InfoS("serving", "provider", cfg.server.Name, "socket", srv.SocketPath(), "region", cfg.region, "version", version)
+	klog.InfoS("serving", "provider", cfg.server.Name, "socket", srv.SocketPath(), "region", cfg.region, "node", cfg.nodeName, "version", version)
 	if err := srv.Serve(ctx); err != nil {
 		return err
 	}

@@ -40,3 +40,20 @@ func TestRunRejectsNonPositiveRateLimits(t *testing.T) {
 		t.Error("--qps=0: no error")
 	}
 }
+
+// TestRegionDefaults: --region defaults to AWS_REGION, which the existing
+// provider prefers to the node's label, and --node-name to NODE_NAME (the
+// downward API in the DaemonSet).
+func TestRegionDefaults(t *testing.T) {
+	t.Setenv("AWS_REGION", "eu-central-1")
+	t.Setenv("NODE_NAME", "ip-10-0-0-1.ec2.internal")
+	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), nil)
+	if cfg.region != "eu-central-1" || cfg.nodeName != "ip-10-0-0-1.ec2.internal" {
+		t.Errorf("region %q node %q", cfg.region, cfg.nodeName)
+	}
+	t.Setenv("AWS_REGION", "")
+	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--node-name=n2"})
+	if cfg.region != "" || cfg.nodeName != "n2" {
+		t.Errorf("region %q node %q", cfg.region, cfg.nodeName)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
 	"github.com/keymount/keymount/provider/aws/internal/motoserver"
+	"github.com/keymount/keymount/provider/aws/noderegion"
 	"github.com/keymount/keymount/provider/aws/spec"
 	"github.com/keymount/keymount/provider/aws/store"
 	"github.com/keymount/keymount/provider/server"
@@ -142,7 +143,7 @@ func newMountRig(tb testing.TB) *mountRig {
 func (r *mountRig) provider(tb testing.TB) *aws.Provider {
 	tb.Helper()
 	st := store.New(store.Config{Endpoint: r.fake.url, Clock: r.clk, HTTPClient: r.http})
-	p, err := aws.New(region, sharedIdentity{}, st)
+	p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, nil), sharedIdentity{}, st)
 	if err != nil {
 		tb.Fatal(err)
 	}

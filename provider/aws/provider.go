@@ -11,6 +11,14 @@ import (
 	"github.com/keymount/keymount/provider/server"
 )
 
+// Regions tells the region of a mount whose class sets none.
+// *noderegion.Resolver implements it.
+type Regions interface {
+	// DefaultRegion returns the region for a mount of pod namespace/name.
+	// Its errors carry their gRPC code (see provider/server).
+	DefaultRegion(ctx context.Context, namespace, pod string) (string, error)
+}
+
 // Identities turns a mount's tokens into AWS credentials.
 // *identity.Resolver implements it.
 type Identities interface {
@@ -24,20 +32,20 @@ type Fetcher interface {
 
 // Provider serves AWS objects behind the provider kit.
 type Provider struct {
-	region     string
+	regions    Regions
 	identities Identities
 	store      Fetcher
 }
 
 var _ server.Provider = (*Provider)(nil)
 
-// New returns the AWS provider. region is the node's region, used for a
-// class without a region parameter; it may be empty.
-func New(region string, ids Identities, st Fetcher) (*Provider, error) {
-	if ids == nil || st == nil {
-		return nil, errors.New("aws provider needs an identity resolver and a store")
+// New returns the AWS provider. regions tells the region of a class
+// without a region parameter.
+func New(regions Regions, ids Identities, st Fetcher) (*Provider, error) {
+	if regions == nil || ids == nil || st == nil {
+		return nil, errors.New("aws provider needs a region source, an identity resolver and a store")
 	}
-	return &Provider{region: region, identities: ids, store: st}, nil
+	return &Provider{regions: regions, identities: ids, store: st}, nil
 }
 
 // Mount parses the class's parameters once, gets credentials for the pod's
@@ -47,11 +55,14 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
 	}
-	if err := s.SetDefaultRegion(p.region); err != nil {
-		return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
-	}
 	if s.Region == "" {
-		return nil, fmt.Errorf("%w: region is not set: add parameters.region to the class or start the provider with --region", server.ErrInvalidParameters)
+		region, err := p.regions.DefaultRegion(ctx, s.Namespace, s.PodName)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.SetDefaultRegion(region); err != nil {
+			return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
+		}
 	}
 	id, err := p.identities.For(ctx, s)
 	if err != nil {

@@ -10,10 +10,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
 	"github.com/keymount/keymount/provider/aws/internal/motoserver"
+	"github.com/keymount/keymount/provider/aws/noderegion"
 	"github.com/keymount/keymount/provider/aws/spec"
 	"github.com/keymount/keymount/provider/aws/store"
 	"github.com/keymount/keymount/provider/server"
@@ -50,7 +54,7 @@ func TestMountAgainstMoto(t *testing.T) {
 	endpoint := motoserver.Start(t)
 	seed(t, endpoint)
 	ids := &staticIdentity{}
-	p, err := aws.New(region, ids, store.New(store.Config{Endpoint: endpoint}))
+	p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, nil), ids, store.New(store.Config{Endpoint: endpoint}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +95,7 @@ func TestMountAgainstMoto(t *testing.T) {
 
 func TestMountErrors(t *testing.T) {
 	endpoint := motoserver.Start(t)
-	p, err := aws.New("", &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
+	p, err := aws.New(noderegion.New(noderegion.Config{}, nil), &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +106,7 @@ func TestMountErrors(t *testing.T) {
 		want  string
 	}{
 		{"bad objects", map[string]string{"objects": "- objectName: x\n  objectType: nope\n", "region": region}, server.ErrInvalidParameters, "objectType"},
-		{"no region", map[string]string{"objects": "- objectName: x\n  objectType: secretsmanager\n"}, server.ErrInvalidParameters, "region"},
+		{"no region", map[string]string{"objects": "- objectName: x\n  objectType: secretsmanager\n"}, server.ErrFailedPrecondition, "set parameters.region"},
 		{"missing secret", map[string]string{"objects": "- objectName: nope\n  objectType: secretsmanager\n", "region": region}, server.ErrNotFound, "nope"},
 	}
 	for _, tc := range tests {
@@ -121,4 +125,41 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestMountRegionFromNode: a class without a region reads the objects in
+// the region of the pod's node (its topology.kubernetes.io/region label),
+// as the existing provider does; the node's region also checks ARNs.
+func TestMountRegionFromNode(t *testing.T) {
+	endpoint := motoserver.Start(t)
+	seed(t, endpoint)
+	kube := fake.NewClientset(
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{noderegion.Label: region}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: corev1.PodSpec{NodeName: "n1"}},
+	)
+	p, err := aws.New(noderegion.New(noderegion.Config{}, kube), &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := map[string]string{
+		"objects":                          "- {objectName: app/db, objectType: secretsmanager, jmesPath: [{path: password, objectAlias: db/password}]}",
+		"csi.storage.k8s.io/pod.namespace": "shop", "csi.storage.k8s.io/pod.name": "web",
+	}
+	res, err := p.Mount(t.Context(), &server.MountRequest{Attributes: attrs, Permission: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range res.Files {
+		got[f.Path] = string(f.Contents)
+	}
+	if got["db_password"] != "pw-1" || got["app_db"] == "" {
+		t.Errorf("files %v: want app_db and db_password (the jmesPath alias translated) from %s", keys(got), region)
+	}
+
+	attrs["objects"] = "- objectName: arn:aws:secretsmanager:us-east-1:123456789012:secret:x-a1b2c3"
+	_, err = p.Mount(t.Context(), &server.MountRequest{Attributes: attrs, Permission: 0o644})
+	if !errors.Is(err, server.ErrInvalidParameters) || !strings.Contains(err.Error(), `region is "`+region+`"`) {
+		t.Errorf("ARN in another region than the node's: %v", err)
+	}
 }

@@ -76,7 +76,7 @@ func TestAWSProvider(t *testing.T) {
 	n.forbid(host, "the parameter value stored in moto")
 
 	providerLog := filepath.Join(logDir, "provider-aws.log")
-	provider := startAWSProvider(t, n, providerLog, kubeconfig, endpoint)
+	provider := startAWSProvider(t, n, providerLog, kubeconfig, endpoint, awsRegion)
 	t.Cleanup(func() {
 		if err := provider.stop(); err != nil {
 			t.Errorf("stopping keymount-provider-aws: %v", err)
@@ -204,15 +204,16 @@ func ensureTokenAudience(t *testing.T, s *suite, audience string) {
 	})
 }
 
-// awsProviderKubeconfig returns a kubeconfig of a user that may only get
-// service accounts, the provider's only API access.
+// awsProviderKubeconfig returns a kubeconfig of a user with the provider's
+// API access in deploy/providers/aws: get service accounts (IRSA roles),
+// pods and nodes (the region of a class without one).
 func awsProviderKubeconfig(t *testing.T, s *suite) string {
 	t.Helper()
 	ctx := t.Context()
 	name := "keymount-e2e-provider-aws"
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get"}}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "pods", "nodes"}, Verbs: []string{"get"}}},
 	}
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -234,13 +235,20 @@ func awsProviderKubeconfig(t *testing.T, s *suite) string {
 }
 
 // startAWSProvider builds and starts keymount-provider-aws for the node's
-// driver, every AWS endpoint at moto, and waits for its socket.
-func startAWSProvider(t *testing.T, n *node, logPath, kubeconfig, endpoint string) *process {
+// driver, every AWS endpoint at moto, and waits for its socket. region is
+// its --region and AWS_REGION; "" starts it with neither, so that classes
+// without a region take their node's.
+func startAWSProvider(t *testing.T, n *node, logPath, kubeconfig, endpoint, region string) *process {
 	t.Helper()
 	bin := buildAWSProvider(t, n.s.repo)
-	p, err := startEnvProcess("keymount-provider-aws", logPath, bin, awsEnv(endpoint),
-		"--provider-dir="+n.providerDir, "--name=aws", "--region="+awsRegion, "--kubeconfig="+kubeconfig,
-		"--aws-endpoint="+endpoint, "--sts-endpoint="+endpoint, "--freshness="+awsFreshness.String(), logVerbosity)
+	env := slices.DeleteFunc(awsEnv(endpoint), func(e string) bool { return strings.HasPrefix(e, "AWS_REGION=") })
+	args := []string{"--provider-dir=" + n.providerDir, "--name=aws", "--kubeconfig=" + kubeconfig,
+		"--aws-endpoint=" + endpoint, "--sts-endpoint=" + endpoint, "--freshness=" + awsFreshness.String(), logVerbosity}
+	if region != "" {
+		env = append(env, "AWS_REGION="+region)
+		args = append(args, "--region="+region)
+	}
+	p, err := startEnvProcess("keymount-provider-aws", logPath, bin, env, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

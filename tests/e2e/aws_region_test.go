@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+)
+
+// regionLabel is the node label a class without a region takes its region
+// from.
+const regionLabel = "topology.kubernetes.io/region"
+
+// TestAWSProviderNodeRegion: keymount-provider-aws started as the existing
+// provider's manifests start it (no --region, no AWS_REGION, no NODE_NAME)
+// mounts a class without a region from the region of the pod's node, read
+// through the real API server with the provider's RBAC (get pods, nodes).
+// A node without the label fails the first publish with FailedPrecondition
+// naming the fix, and is read again once labelled. The jmesPath alias
+// "db/password" is the file db_password, as the existing provider names it.
+func TestAWSProviderNodeRegion(t *testing.T) {
+	n := startNode(t, nodeOptions{})
+	s := n.s
+	ctx := t.Context()
+	logDir := filepath.Dir(n.driverLog)
+
+	ensureTokenAudience(t, s, awsSTSAudience)
+	kubeconfig := awsProviderKubeconfig(t, s)
+	endpoint := startMoto(t, logDir)
+
+	password := "pw-" + randomHex(8)
+	secret := dbJSON(t, password)
+	sm := secretsmanager.New(secretsmanager.Options{Region: awsRegion, BaseEndpoint: aws.String(endpoint),
+		Credentials: credentials.NewStaticCredentialsProvider(motoAccessKeyID, motoSecretAccessKey, "")})
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("app/db"), SecretString: aws.String(secret)}); err != nil {
+		t.Fatalf("moto: CreateSecret: %v", err)
+	}
+	n.forbid(password, "the password stored in moto")
+	n.forbid(secret, "the secret string stored in moto")
+
+	// The node object, as kubelet registers it, before the cloud
+	// controller has labelled it.
+	nodes := s.kube.CoreV1().Nodes()
+	if _, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create node %s: %v", n.name, err)
+	}
+	t.Cleanup(func() {
+		if err := nodes.Delete(context.WithoutCancel(ctx), n.name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete node %s: %v", n.name, err)
+		}
+	})
+
+	providerLog := filepath.Join(logDir, "provider-aws.log")
+	provider := startAWSProvider(t, n, providerLog, kubeconfig, endpoint, "")
+	t.Cleanup(func() {
+		if err := provider.stop(); err != nil {
+			t.Errorf("stopping keymount-provider-aws: %v", err)
+		}
+		checkAWSProviderLog(t, n, providerLog)
+	})
+
+	ns := n.newNamespace(t)
+	sa, err := s.kube.CoreV1().ServiceAccounts(ns).Get(ctx, serviceAccount, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa.Annotations = map[string]string{"eks.amazonaws.com/role-arn": awsRoleARN}
+	if _, err := s.kube.CoreV1().ServiceAccounts(ns).Update(ctx, sa, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("annotate service account: %v", err)
+	}
+	spc := &secretsstorev1.SecretProviderClass{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "aws-noregion"},
+		Spec: secretsstorev1.SecretProviderClassSpec{
+			Provider: "aws",
+			Parameters: map[string]string{"objects": `
+- objectName: app/db
+  objectType: secretsmanager
+  jmesPath:
+  - path: password
+    objectAlias: db/password
+`},
+		},
+	}
+	if err := s.ctrl.Create(ctx, spc); err != nil {
+		t.Fatalf("create SecretProviderClass: %v", err)
+	}
+	pod := n.createPod(t, ns, "app", secretsVolume{name: "secrets", class: spc.Name})
+
+	err = n.publish(t, pod, "secrets")
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "has no "+regionLabel+" label") ||
+		!strings.Contains(err.Error(), "parameters.region") {
+		t.Fatalf("publish on a node without a region label: %v; want FailedPrecondition naming the label and parameters.region", err)
+	}
+	n.checkNothingMounted(t, pod, "secrets")
+
+	node, err := nodes.Get(ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels = map[string]string{regionLabel: awsRegion}
+	if _, err := nodes.Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("label node %s: %v", n.name, err)
+	}
+	n.mustPublish(t, pod, "secrets")
+	checkFiles(t, n.targetPath(pod, "secrets"), map[string]string{"app_db": secret, "db_password": password})
+	n.mustUnpublish(t, pod, "secrets")
+}
