@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/keymount/keymount/provider/aws/spec"
+	"github.com/keymount/keymount/provider/server"
 )
 
 // Token audiences the CSIDriver's tokenRequests must include.
@@ -30,16 +30,22 @@ const (
 	globalSTSRegion = "us-east-1"
 )
 
-// Sentinel errors, wrapped with %w.
+// Sentinel errors, wrapped with %w. Each also matches the provider kit's
+// sentinel of its gRPC code.
 var (
-	// ErrInvalidSpec: the spec lacks the namespace or service account.
-	ErrInvalidSpec = errors.New("invalid identity")
-	// ErrMissingToken: the driver was not given the token for an audience.
-	ErrMissingToken = errors.New("missing service account token")
+	// ErrInvalidSpec: the volume context lacks the pod's namespace or
+	// service account (the CSIDriver's podInfoOnMount). FailedPrecondition.
+	ErrInvalidSpec error = &sentinel{"invalid identity", server.ErrFailedPrecondition}
+	// ErrMissingToken: the driver was not given the token for an audience
+	// (the CSIDriver's tokenRequests). FailedPrecondition.
+	ErrMissingToken error = &sentinel{"missing service account token", server.ErrFailedPrecondition}
 	// ErrMissingRoleARN: the service account has no role annotation.
-	ErrMissingRoleARN = errors.New("service account has no IAM role annotation")
-	// ErrAgent: the Pod Identity agent refused or failed the request.
-	ErrAgent = errors.New("eks pod identity agent error")
+	// FailedPrecondition.
+	ErrMissingRoleARN error = &sentinel{"service account has no IAM role annotation", server.ErrFailedPrecondition}
+	// ErrAgent: the Pod Identity agent refused or failed the request. An
+	// *AgentError that refuses (4xx) is PermissionDenied; any other agent
+	// failure is Unavailable.
+	ErrAgent error = &sentinel{"eks pod identity agent error", server.ErrUnavailable}
 )
 
 // Config configures a Resolver. The zero value talks to AWS.

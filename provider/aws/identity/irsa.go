@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts/types"
 
 	"github.com/keymount/keymount/provider/aws/spec"
+	"github.com/keymount/keymount/provider/server"
 )
 
 const (
@@ -66,11 +67,11 @@ func (r *Resolver) assumeRole(ctx context.Context, region, roleARN, session, tok
 		WebIdentityToken: aws.String(tok),
 	})
 	if err != nil {
-		return aws.Credentials{}, fmt.Errorf("assuming role %s with web identity: %w", roleARN, redact(err, tok))
+		return aws.Credentials{}, fmt.Errorf("assuming role %s with web identity: %w", roleARN, server.Mark(redact(err, tok), stsKind(err)))
 	}
 	c := out.Credentials
 	if c == nil || c.AccessKeyId == nil || c.SecretAccessKey == nil || c.Expiration == nil {
-		return aws.Credentials{}, fmt.Errorf("assuming role %s with web identity: STS returned incomplete credentials", roleARN)
+		return aws.Credentials{}, fmt.Errorf("assuming role %s with web identity: STS returned incomplete credentials: %w", roleARN, server.ErrUnavailable)
 	}
 	return aws.Credentials{
 		AccessKeyID:     *c.AccessKeyId,

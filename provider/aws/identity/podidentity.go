@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/keymount/keymount/provider/aws/spec"
+	"github.com/keymount/keymount/provider/server"
 )
 
 const (
@@ -42,6 +43,16 @@ func (e *AgentError) Error() string {
 
 // Is makes errors.Is(err, ErrAgent) true.
 func (e *AgentError) Is(target error) bool { return target == ErrAgent }
+
+// Unwrap is the provider kit's sentinel of the answer: an agent that
+// refuses the token (4xx other than 429) denies the identity; one that is
+// overloaded or failing may answer a retry.
+func (e *AgentError) Unwrap() error {
+	if e.StatusCode >= 400 && e.StatusCode < 500 && e.StatusCode != http.StatusTooManyRequests {
+		return server.ErrPermissionDenied
+	}
+	return server.ErrUnavailable
+}
 
 // agentCredentials is the agent's answer (the container credentials format).
 type agentCredentials struct {
@@ -85,7 +96,7 @@ func (r *Resolver) agentEndpoints(t spec.AddressType) ([]string, error) {
 		return []string{r.cfg.PodIdentityEndpointIPv4, r.cfg.PodIdentityEndpointIPv6}, nil
 	default:
 		return nil, fmt.Errorf("%w: unknown pod identity address type %q (want %s, %s or %s)",
-			ErrInvalidSpec, t, spec.AddressIPv4, spec.AddressIPv6, spec.AddressAuto)
+			server.ErrInvalidParameters, t, spec.AddressIPv4, spec.AddressIPv6, spec.AddressAuto)
 	}
 }
 
@@ -113,18 +124,18 @@ func (r *Resolver) askAgent(ctx context.Context, endpoint, tok string) (aws.Cred
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, http.NoBody)
 	if err != nil {
-		return aws.Credentials{}, fmt.Errorf("eks pod identity agent endpoint %q: %w", endpoint, err)
+		return aws.Credentials{}, fmt.Errorf("eks pod identity agent endpoint %q: %w", endpoint, server.Mark(err, server.ErrFailedPrecondition))
 	}
 	req.Header.Set("Authorization", tok)
 	req.Header.Set("Accept", "application/json")
 	resp, err := r.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return aws.Credentials{}, fmt.Errorf("calling the eks pod identity agent: %w", redact(err, tok))
+		return aws.Credentials{}, fmt.Errorf("calling the eks pod identity agent: %w", server.Mark(redact(err, tok), server.ErrUnavailable))
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentResponse))
 	if err != nil {
-		return aws.Credentials{}, fmt.Errorf("reading the eks pod identity agent's answer at %s: %w", endpoint, err)
+		return aws.Credentials{}, fmt.Errorf("reading the eks pod identity agent's answer at %s: %w", endpoint, server.Mark(err, server.ErrUnavailable))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return aws.Credentials{}, &AgentError{

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/keymount/keymount/provider/aws/spec"
+	"github.com/keymount/keymount/provider/server"
 )
 
 const (
@@ -198,7 +199,7 @@ func TestPodIdentityErrors(t *testing.T) {
 			body:   `{"AccessKeyId":"` + agentKeyID + `","SecretAccessKey":"` + agentSecret + `"}`,
 			wantIs: ErrAgent, wantText: "Expiration"},
 		{name: "missing token", wantIs: ErrMissingToken, wantText: "tokenRequests"},
-		{name: "unknown address type", token: podToken, addr: "ipx", wantIs: ErrInvalidSpec, wantText: "ipx"},
+		{name: "unknown address type", token: podToken, addr: "ipx", wantIs: server.ErrInvalidParameters, wantText: "ipx"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAgent(t, time.Now().Add(time.Hour))

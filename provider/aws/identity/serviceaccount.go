@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+
+	"github.com/keymount/keymount/provider/aws/internal/kubeerr"
 )
 
 // RoleARNAnnotation names the IAM role of a service account for IRSA.
@@ -85,10 +87,12 @@ func (k *kubeServiceAccounts) RoleARN(ctx context.Context, namespace, name strin
 func (k *kubeServiceAccounts) get(ctx context.Context, namespace, name string) (string, error) {
 	sa, err := k.client.CoreV1().ServiceAccounts(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("service account %s/%s not found: %w", namespace, name, err)
+		return "", fmt.Errorf("service account %s/%s not found: %w", namespace, name, kubeerr.Classify(err))
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading service account %s/%s: %w", namespace, name, err)
+		// Forbidden: the provider lacks get on serviceaccounts
+		// (FailedPrecondition); the API server failing: Unavailable.
+		return "", fmt.Errorf("reading service account %s/%s: %w", namespace, name, kubeerr.Classify(err))
 	}
 	arn := sa.Annotations[RoleARNAnnotation]
 	if arn == "" {
