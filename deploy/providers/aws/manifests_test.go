@@ -79,3 +79,13 @@ func TestNodeRegion(t *testing.T) {
 		t.Errorf("resources %v, want %v", got, want)
 	}
 }
+
+// TestToleratesEveryTaint: the provider runs wherever the driver runs (it
+// tolerates every taint), or pods on tainted nodes cannot mount.
+func TestToleratesEveryTaint(t *testing.T) {
+	ds, _ := render(t)
+	everything := corev1.Toleration{Operator: corev1.TolerationOpExists}
+	if !slices.Contains(ds.Spec.Template.Spec.Tolerations, everything) {
+		t.Errorf("tolerations %+v: want {operator: Exists} (every key, every effect), as the driver's", ds.Spec.Template.Spec.Tolerations)
+	}
+}
