@@ -13,14 +13,17 @@ import (
 
 // upToDate reports whether cur already holds everything d asks for, and
 // nothing keymount applied before and d no longer asks for. Fields of other
-// managers are not compared: they are not keymount's to change.
+// managers are not compared: they are not keymount's to change. Nor is the
+// content stamp: it changes only with the content.
 func upToDate(d *desired, cur *corev1.Secret) bool {
 	if cur.Type != d.typ || !containsData(cur.Data, d.data) ||
 		!containsStrings(cur.Labels, d.labels) || !containsStrings(cur.Annotations, d.annotations) {
 		return false
 	}
 	owned := ownedFields(cur.ManagedFields, FieldManager)
-	return !hasExtra(owned.data, d.data) && !hasExtra(owned.labels, d.labels) && !hasExtra(owned.annotations, d.annotations)
+	annotations := maps.Clone(d.annotations)
+	maps.Copy(annotations, map[string]string{ContentTimeAnnotation: "", ContentNodeAnnotation: ""})
+	return !hasExtra(owned.data, d.data) && !hasExtra(owned.labels, d.labels) && !hasExtra(owned.annotations, annotations)
 }
 
 // dataChanged lists the keys of want whose value cur does not hold.

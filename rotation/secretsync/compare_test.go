@@ -61,6 +61,12 @@ func TestUpToDate(t *testing.T) {
 			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(FieldManager,
 				`{"f:data":{"f:password":{}},"f:metadata":{"f:annotations":{"f:keymount.io/secretproviderclass":{}},"f:labels":{"f:secrets-store.csi.k8s.io/managed":{}}},"f:type":{}}`)}
 		}), true},
+		{"keymount applied a content stamp, older than this volume's", current(func(s *corev1.Secret) {
+			s.Annotations[ContentTimeAnnotation] = "2020-01-01T00:00:00Z"
+			s.Annotations[ContentNodeAnnotation] = "node-b"
+			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(FieldManager,
+				`{"f:metadata":{"f:annotations":{"f:keymount.io/content-time":{},"f:keymount.io/content-node":{}}}}`)}
+		}), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

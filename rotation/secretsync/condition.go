@@ -14,6 +14,10 @@ import (
 const (
 	// ReasonSynced: every Secret of the class matches the mounted files.
 	ReasonSynced = "Synced"
+	// ReasonContentKept: every Secret of the class is synced, but one or
+	// more keep the content another node synced from a provider's answer
+	// newer than this volume's, or too close to it to tell which is newer.
+	ReasonContentKept = "ContentKept"
 	// ReasonSyncFailed: a Secret could not be built or written; the message
 	// says which and why.
 	ReasonSyncFailed = "SyncFailed"
@@ -52,37 +56,51 @@ type result struct {
 	// changed lists the keys.
 	created bool
 	changed []string
+	// kept says why the Secret keeps content another node synced instead
+	// of this volume's; "" when it holds this volume's.
+	kept string
 }
 
 func failure(secret, reason, message string) result {
 	return result{secret: secret, reason: reason, message: message}
 }
 
-// condition sums up the results: True when every Secret is synced, else False
-// with the reason of the first failure and every failure's message.
+// condition sums up the results: True when every Secret is synced (reason
+// ContentKept when one keeps another node's content), else False with the
+// reason of the first failure and every failure's message.
 func condition(results []result) (*metav1.Condition, error) {
 	c := &metav1.Condition{Type: secretsstorev1.ConditionSecretsSynced, LastTransitionTime: metav1.Now()}
-	var synced, failed []string
+	var synced, kept, failed []string
 	var errs []error
 	for _, r := range results {
-		if r.reason == "" {
+		switch {
+		case r.reason == "" && r.kept != "":
+			kept = append(kept, r.kept)
+		case r.reason == "":
 			synced = append(synced, fmt.Sprintf("%q", r.secret))
-			continue
-		}
-		if c.Reason == "" {
-			c.Reason = r.reason
-		}
-		failed = append(failed, r.message)
-		if r.err != nil {
-			errs = append(errs, r.err)
+		default:
+			if c.Reason == "" {
+				c.Reason = r.reason
+			}
+			failed = append(failed, r.message)
+			if r.err != nil {
+				errs = append(errs, r.err)
+			}
 		}
 	}
-	if len(failed) == 0 {
-		c.Status, c.Reason = metav1.ConditionTrue, ReasonSynced
-		c.Message = "Secrets " + strings.Join(synced, ", ") + " match the mounted files"
-	} else {
+	switch {
+	case len(failed) > 0:
 		c.Status = metav1.ConditionFalse
 		c.Message = strings.Join(failed, "; ")
+	case len(kept) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonContentKept
+		if len(synced) > 0 {
+			kept = append(kept, "Secrets "+strings.Join(synced, ", ")+" match the mounted files")
+		}
+		c.Message = strings.Join(kept, "; ")
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonSynced
+		c.Message = "Secrets " + strings.Join(synced, ", ") + " match the mounted files"
 	}
 	if len(c.Message) > maxMessage {
 		c.Message = strings.ToValidUTF8(c.Message[:maxMessage-3], "") + "..."

@@ -3,18 +3,28 @@
 //
 // # Writes
 //
-// A Secret is written with server-side apply only, in two applies:
+// A Secret keymount creates is created in one request (a create, which
+// fails when the Secret exists) with its content, its content stamp and
+// this node's owner references: it has an owner from its first moment, so
+// no failure can leave it without one. A second write hands the create's
+// fields to the managers below, as if they had applied them (the managed
+// fields are written as such: the API server takes them as written); when it
+// fails, the next sync that reads the Secret does it.
 //
-//   - field manager "keymount" (FieldManager), with force: type, the data
-//     keys of the class, the class's labels plus
-//     secrets-store.csi.k8s.io/managed=true (ManagedLabel) and its annotations
-//     plus keymount.io/secretproviderclass=<class> (ClassAnnotation). Every
-//     node applies the same content, so they share this manager.
-//   - field manager "keymount-node-<node>", with force: only
-//     metadata.ownerReferences, one per pod on this node that uses the class
-//     (controller and blockOwnerDeletion false). ownerReferences is a list
-//     keyed by uid, so the references of each node's manager are merged and
-//     a node never removes another node's pods.
+// Every later write is a server-side apply, with force:
+//
+//   - field manager "keymount" (FieldManager): type, the data keys of the
+//     class, the class's labels plus secrets-store.csi.k8s.io/managed=true
+//     (ManagedLabel) and its annotations plus
+//     keymount.io/secretproviderclass=<class> (ClassAnnotation), and the
+//     content stamp. Every node applies the same content, so they share this
+//     manager. It applies to the Secret as read, its uid and resourceVersion:
+//     a Secret that changed since is read again and decided anew.
+//   - field manager "keymount-node-<node>": only metadata.ownerReferences,
+//     this node's owners plus every owner it applied before. ownerReferences
+//     is a list keyed by uid, so the references of each node's manager are
+//     merged and a node never removes another node's owners. It applies to
+//     the Secret's uid: it never creates a Secret.
 //
 // Labels, annotations, data keys and owner references written by other
 // managers are never touched; a data key, label or annotation keymount wrote
@@ -26,16 +36,38 @@
 // plus what the Secret's managedFields say keymount applied before and no
 // longer wants; a cache that strips managedFields delays such a removal to
 // the next write) and with this node's owner references, and each apply is
-// skipped when its part is current.
+// skipped when its part is current. A newer answer with the same content
+// writes nothing either: the stamp changes only with the content.
 //
 // # Lifetime
 //
-// A synced Secret lives as long as a pod that uses it: every such pod is an
-// owner. keymount never removes an owner reference itself. When a pod is
-// deleted, the API server's garbage collector drops the dangling reference
-// from the Secret, and deletes the Secret once no owner is left. A node's
-// apply also drops the references it wrote for pods that are no longer on
-// the node, but only when it has something else to apply.
+// As with the upstream driver, a synced Secret is owned by the owners of the
+// pods that use it: a pod's every owner reference (its ReplicaSet,
+// StatefulSet, DaemonSet, Job...), without the controller and
+// blockOwnerDeletion flags, and the pod itself when it has no owner (upstream
+// then names the pod's SecretProviderClassPodStatus, which the pod owns). So
+// a Deployment scaled to zero or rolled out with Recreate keeps its Secret
+// while a ReplicaSet that used it exists. keymount never removes an owner
+// reference: the API server's garbage collector drops a reference to an
+// owner that is gone and deletes the Secret once no owner is left.
+//
+// # Content stamp
+//
+// Each node syncs from its own volume, whose content is the provider's answer
+// at the volume's last successful refresh. The Secret records when that
+// answer came and from which node: keymount.io/content-time (RFC 3339, UTC)
+// and keymount.io/content-node. New content replaces the Secret's only when
+// its answer is not older, from the same node, or at least DefaultSettle (2m)
+// later, from another node. Object versions cannot order answers: they are
+// opaque (an AWS version id says nothing of its age) and may come back (a
+// secret moved back to an older version). An answer less than DefaultSettle
+// later may come from a provider's cache older than the Secret's content
+// (keymount's AWS provider shares a value for 30s by default), so within that
+// window the first answer synced stays and a later refresh replaces it. A
+// stamp is never taken as later than the write that recorded it (by the API
+// server's clock), so a node whose clock runs ahead cannot hold a Secret
+// longer. A Secret keymount keeps this way reports SecretsSynced True with
+// reason ContentKept, saying whose content it holds.
 //
 // # What keymount refuses to write
 //

@@ -211,12 +211,13 @@ func (v *testVolume) write(t *testing.T, files map[string]string) {
 	}
 }
 
-// outcome is a successful refresh of pod's volume.
+// outcome is a successful refresh of pod's volume, the provider answering
+// now.
 func outcome(p *corev1.Pod, spc *secretsstorev1.SecretProviderClass, v *testVolume) *driver.Outcome {
 	return &driver.Outcome{
 		VolumeID: "csi-" + string(p.UID), TargetPath: v.dir, DataDir: v.dir,
 		PodName: p.Name, PodNamespace: p.Namespace, PodUID: string(p.UID),
-		Class: spc, Changed: true,
+		Class: spc, Changed: true, LastRefresh: time.Now(),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,10 @@ func TestAgainstAPIServer(t *testing.T) {
 		{"adopts a Secret of the upstream driver", testAdoptUpstream},
 		{"refuses to change a Secret's type", testTypeMismatch},
 		{"owner references per node, garbage-collected", testOwnersPerNode},
+		{"owned by the pods' owners, as upstream", testOwnedByPodsOwners},
+		{"created with its owner: never orphaned", testCreateCarriesOwner},
+		{"no node rolls content back", testNoRollbackAcrossNodes},
+		{"no rollback when nodes race", testNoRollbackInRaces},
 		{"needs only the permissions it documents", testLeastPrivilege},
 	}
 	for _, c := range cases {
@@ -92,7 +97,8 @@ func testCreateOpaque(t *testing.T, cl *cluster) {
 	vol := newVolume(t, map[string]string{"db/password": "pw-1", "user": "admin", "unrelated": "x"})
 	n := cl.node("node-a", nil)
 
-	checkCondition(t, n.sync(t, outcome(pod, spc, vol)), metav1.ConditionTrue, ReasonSynced, `"db"`)
+	o := outcome(pod, spc, vol)
+	checkCondition(t, n.sync(t, o), metav1.ConditionTrue, ReasonSynced, `"db"`)
 
 	s := cl.secret(t, ns, "db")
 	if s.Type != corev1.SecretTypeOpaque {
@@ -104,13 +110,16 @@ func testCreateOpaque(t *testing.T, cl *cluster) {
 	if diff := cmp.Diff(map[string]string{"app": "db", ManagedLabel: "true"}, s.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]string{"team": "payments", ClassAnnotation: "db"}, s.Annotations); diff != "" {
+	wantAnnotations := map[string]string{
+		"team": "payments", ClassAnnotation: "db",
+		ContentNodeAnnotation: "node-a", ContentTimeAnnotation: o.LastRefresh.UTC().Format(time.RFC3339Nano),
+	}
+	if diff := cmp.Diff(wantAnnotations, s.Annotations); diff != "" {
 		t.Errorf("annotations (-want +got):\n%s", diff)
 	}
-	wantOwners := []metav1.OwnerReference{{
-		APIVersion: "v1", Kind: "Pod", Name: "app", UID: pod.UID,
-		Controller: new(false), BlockOwnerDeletion: new(false),
-	}}
+	// A pod without owners owns the Secret itself; no controller flag, as
+	// upstream.
+	wantOwners := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "app", UID: pod.UID}}
 	if diff := cmp.Diff(wantOwners, s.OwnerReferences); diff != "" {
 		t.Errorf("owner references (-want +got):\n%s", diff)
 	}
@@ -121,7 +130,7 @@ func testCreateOpaque(t *testing.T, cl *cluster) {
 	if diff := cmp.Diff([]string{"keymount/Apply", "keymount-node-node-a/Apply"}, managers); diff != "" {
 		t.Errorf("field managers (-want +got):\n%s", diff)
 	}
-	checkWrites(t, n, 2)
+	checkWrites(t, n, 2) // the create, then its managed fields handed to the apply managers
 	checkEvents(t, n, podPrefix(pod)+`Normal SecretSynced Secret "db" created from class "db"`)
 }
 
@@ -232,6 +241,8 @@ func testOtherManagersSurvive(t *testing.T, cl *cluster) {
 	if diff := cmp.Diff(map[string]string{"app": "db", ManagedLabel: "true", "backup": "daily", "edited-by": "hand"}, s.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
 	}
+	delete(s.Annotations, ContentTimeAnnotation)
+	delete(s.Annotations, ContentNodeAnnotation)
 	if diff := cmp.Diff(map[string]string{"team": "payments", ClassAnnotation: "db", "example.com/note": "rotated by keymount"}, s.Annotations); diff != "" {
 		t.Errorf("annotations (-want +got):\n%s", diff)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -25,6 +26,9 @@ const (
 	// FieldManager applies the content of synced Secrets; owner references
 	// are applied by keymount-node-<node>.
 	FieldManager = "keymount"
+	// maxAttempts bounds the writes of one Secret in one sync that fail
+	// because the Secret changed since it was read.
+	maxAttempts = 4
 )
 
 // Syncer mirrors mounted files into the Secrets of a class. It is safe for
@@ -37,6 +41,9 @@ type Syncer struct {
 	nodeManager string
 	rec         record.EventRecorder
 	warned      warnings
+	// settle is how much later another node's answer must be to replace
+	// content (DefaultSettle).
+	settle time.Duration
 }
 
 // New returns a Syncer for node. c applies Secrets and reads live; r reads
@@ -44,7 +51,7 @@ type Syncer struct {
 // driverName is the CSI driver name pods use in their volumes; rec emits
 // events on pods (nil: none).
 func New(c client.Client, r client.Reader, node, driverName string, rec record.EventRecorder) *Syncer {
-	return &Syncer{c: c, r: r, node: node, driverName: driverName, nodeManager: nodeManager(node), rec: rec}
+	return &Syncer{c: c, r: r, node: node, driverName: driverName, nodeManager: nodeManager(node), rec: rec, settle: DefaultSettle}
 }
 
 // Sync mirrors the files of one outcome into the class's secretObjects and
@@ -115,12 +122,12 @@ func (s *Syncer) readFiles(o *driver.Outcome) (volumeFiles, error) {
 type ownerSet struct {
 	s      *Syncer
 	o      *driver.Outcome
-	owners []podOwner
+	owners []owner
 	err    error
 	done   bool
 }
 
-func (set *ownerSet) get(ctx context.Context) ([]podOwner, error) {
+func (set *ownerSet) get(ctx context.Context) ([]owner, error) {
 	if !set.done {
 		set.owners, set.err = set.s.nodeOwners(ctx, set.o)
 		set.done = true
@@ -128,7 +135,9 @@ func (set *ownerSet) get(ctx context.Context) ([]podOwner, error) {
 	return set.owners, set.err
 }
 
-// syncSecret syncs one valid secretObject.
+// syncSecret syncs one valid secretObject. A write that fails because the
+// Secret changed since it was read (isRace) is decided anew on the Secret
+// read live, up to maxAttempts times.
 func (s *Syncer) syncSecret(ctx context.Context, o *driver.Outcome, files volumeFiles, owners *ownerSet, so *secretsstorev1.SecretObject) result {
 	d, msg := desiredSecret(o.PodNamespace, o.Class.Name, so, files)
 	if msg != "" {
@@ -138,24 +147,47 @@ func (s *Syncer) syncSecret(ctx context.Context, o *driver.Outcome, files volume
 	if err != nil {
 		return apiFailure(d, "read", err)
 	}
-	if cur != nil {
-		if r, refused := s.refusal(ctx, d, cur); refused {
-			return r
+	mine := stamp{node: s.node, at: o.LastRefresh}
+	var done result // what earlier attempts wrote
+	for attempt := 1; ; attempt++ {
+		if cur != nil {
+			if r, refused := s.refusal(ctx, d, cur); refused {
+				return r
+			}
 		}
+		podOwners, err := owners.get(ctx)
+		if err != nil {
+			return apiFailure(d, "list the pods that own", err)
+		}
+		r, err := s.write(ctx, d, cur, podOwners, mine)
+		done.created = done.created || r.created
+		if len(r.changed) > 0 {
+			done.changed = r.changed
+		}
+		if err != nil && isRace(err) && attempt < maxAttempts {
+			if cur, err = s.live(ctx, d); err != nil {
+				return apiFailure(d, "read", err)
+			}
+			continue
+		}
+		if err != nil {
+			return apiFailure(d, "write", err)
+		}
+		r.created, r.changed = done.created, done.changed
+		s.logWrite(o, d, r)
+		return r
 	}
-	podOwners, err := owners.get(ctx)
-	if err != nil {
-		return apiFailure(d, "list the pods that own", err)
-	}
-	r, err := s.write(ctx, d, cur, podOwners)
-	if err != nil {
-		return apiFailure(d, "write", err)
-	}
-	if r.created || len(r.changed) > 0 {
+}
+
+func (s *Syncer) logWrite(o *driver.Outcome, d *desired, r result) {
+	switch {
+	case r.kept != "":
+		klog.V(2).InfoS("secret keeps newer content", "secret", klog.KRef(d.namespace, d.name), "spc", klog.KObj(o.Class),
+			"pod", klog.KRef(o.PodNamespace, o.PodName), "reason", r.kept)
+	case r.created || len(r.changed) > 0:
 		klog.V(2).InfoS("synced secret", "secret", klog.KRef(d.namespace, d.name), "spc", klog.KObj(o.Class),
 			"pod", klog.KRef(o.PodNamespace, o.PodName), "created", r.created, "keys", r.changed)
 	}
-	return r
 }
 
 // apiFailure is a failed API request about d.

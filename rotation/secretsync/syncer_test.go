@@ -72,6 +72,14 @@ func TestCondition(t *testing.T) {
 	if !errors.Is(err, apiErr) {
 		t.Errorf("error = %v, want the API failure", err)
 	}
+	c, err = condition([]result{{secret: "a"}, {secret: "b", kept: "b keeps newer content"}})
+	if err != nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonContentKept || c.Message != `b keeps newer content; Secrets "a" match the mounted files` {
+		t.Errorf("kept: %+v, %v", c, err)
+	}
+	c, _ = condition([]result{{secret: "b", kept: "b keeps newer content"}, {secret: "c", reason: ReasonSyncFailed, message: "c failed"}})
+	if c.Status != metav1.ConditionFalse || c.Reason != ReasonSyncFailed || c.Message != "c failed" {
+		t.Errorf("kept and failed: %+v", c)
+	}
 	c, _ = condition([]result{{secret: "x", reason: ReasonSyncFailed, message: strings.Repeat("é", maxMessage)}})
 	if len(c.Message) > maxMessage || !strings.HasSuffix(c.Message, "...") {
 		t.Errorf("long message is %d bytes", len(c.Message))

@@ -2,22 +2,18 @@ package secretsync
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 )
-
-// errDeletedWhileSyncing: the Secret was deleted between the two applies.
-var errDeletedWhileSyncing = errors.New("the Secret was deleted while it was synced; the next sync creates it")
 
 // current returns the Secret d names, nil when there is none. The cache has
 // only Secrets with ManagedLabel: a Secret it lacks is read live, to tell a
@@ -85,65 +81,87 @@ func (s *Syncer) claimedBy(ctx context.Context, d *desired, other string) (bool,
 	}), nil
 }
 
-// write applies what differs between cur (nil: no Secret yet) and d: the
-// content as FieldManager, this node's owner references as its node
-// manager. It writes nothing when both are current.
-func (s *Syncer) write(ctx context.Context, d *desired, cur *corev1.Secret, owners []podOwner) (result, error) {
-	r := result{secret: d.name, created: cur == nil}
-	var refs []types.UID
-	if cur != nil {
-		refs = ownerUIDs(cur.OwnerReferences)
+// live reads the Secret d names from the API server, nil when there is none.
+func (s *Syncer) live(ctx context.Context, d *desired) (*corev1.Secret, error) {
+	var cur corev1.Secret
+	err := s.c.Get(ctx, client.ObjectKey{Namespace: d.namespace, Name: d.name}, &cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
 	}
-	if cur == nil || !upToDate(d, cur) {
-		if cur != nil {
-			r.changed = dataChanged(cur, d.data)
-		}
-		cfg := corev1ac.Secret(d.name, d.namespace).
-			WithType(d.typ).WithData(d.data).WithLabels(d.labels).WithAnnotations(d.annotations)
-		if err := s.c.Apply(ctx, cfg, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
-			return r, err
-		}
-		refs = appliedOwnerUIDs(cfg)
+	return &cur, nil
+}
+
+// isRace reports whether a write failed because the Secret changed since it
+// was read: it was modified (resourceVersion), deleted or recreated (uid),
+// or created by someone else. The sync reads it again and decides anew.
+func isRace(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err)
+}
+
+// write brings cur (nil: no Secret yet) to what d asks for, unless its
+// content is newer than mine, and makes sure it has this node's owners.
+// Every write is conditional on the Secret read (cur's resourceVersion or
+// uid, or its absence): a race fails it (isRace).
+func (s *Syncer) write(ctx context.Context, d *desired, cur *corev1.Secret, owners []owner, mine stamp) (result, error) {
+	if cur == nil {
+		return s.create(ctx, d, owners, mine)
 	}
-	if hasOwners(refs, owners) {
+	r := result{secret: d.name}
+	cur, err := s.relabel(ctx, cur)
+	if err != nil {
+		return r, err
+	}
+	version := cur.ResourceVersion
+	if !upToDate(d, cur) {
+		rec := recordedStamp(cur)
+		if !mine.mayReplace(rec, s.settle) {
+			r.kept = keptMessage(d.name, mine, rec, s.settle)
+		} else {
+			changed := dataChanged(cur, d.data)
+			if version, err = s.applyContent(ctx, d, cur, mine); err != nil {
+				return r, err
+			}
+			r.changed = changed
+		}
+	}
+	if hasOwners(cur.OwnerReferences, owners) {
 		return r, nil
 	}
-	return r, s.applyOwners(ctx, d, owners)
+	return r, s.applyOwners(ctx, d, cur, version, owners)
 }
 
-// applyOwners applies this node's owner references. Should the Secret have
-// been deleted since the content apply, this apply created an empty Secret
-// without ManagedLabel, which later syncs would refuse: it is deleted again.
-func (s *Syncer) applyOwners(ctx context.Context, d *desired, owners []podOwner) error {
-	cfg := corev1ac.Secret(d.name, d.namespace).WithOwnerReferences(ownerReferences(owners)...)
-	if err := s.c.Apply(ctx, cfg, client.ForceOwnership, client.FieldOwner(s.nodeManager)); err != nil {
-		return err
+// applyContent applies d and the stamp mine as FieldManager, on the Secret
+// cur exactly (same uid and resourceVersion), and returns the new
+// resourceVersion.
+func (s *Syncer) applyContent(ctx context.Context, d *desired, cur *corev1.Secret, mine stamp) (string, error) {
+	annotations := maps.Clone(d.annotations)
+	maps.Copy(annotations, mine.annotations())
+	cfg := corev1ac.Secret(d.name, d.namespace).WithUID(cur.UID).WithResourceVersion(cur.ResourceVersion).
+		WithType(d.typ).WithData(d.data).WithLabels(d.labels).WithAnnotations(annotations)
+	if err := s.c.Apply(ctx, cfg, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
+		return "", err
 	}
-	if cfg.Labels[ManagedLabel] == "true" || cfg.UID == nil {
-		return nil
+	if cfg.ResourceVersion == nil {
+		return "", nil
 	}
-	stray := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: d.namespace, Name: d.name}}
-	if err := s.c.Delete(ctx, stray, client.Preconditions{UID: cfg.UID}); err != nil && !apierrors.IsNotFound(err) {
-		return errors.Join(errDeletedWhileSyncing, err)
-	}
-	return errDeletedWhileSyncing
+	return *cfg.ResourceVersion, nil
 }
 
-func ownerUIDs(refs []metav1.OwnerReference) []types.UID {
-	uids := make([]types.UID, 0, len(refs))
-	for _, r := range refs {
-		uids = append(uids, r.UID)
+// applyOwners applies, as this node's manager, the references to owners
+// and to every owner it applied before (keptOwners), on the Secret cur
+// (same uid: an apply never creates a Secret) at resourceVersion version,
+// so that two volumes of this node, which share its manager, never apply
+// over each other's owners.
+func (s *Syncer) applyOwners(ctx context.Context, d *desired, cur *corev1.Secret, version string, owners []owner) error {
+	all := append(keptOwners(cur, s.nodeManager), owners...)
+	slices.SortFunc(all, func(a, b owner) int { return strings.Compare(string(a.uid), string(b.uid)) })
+	all = slices.CompactFunc(all, func(a, b owner) bool { return a.uid == b.uid })
+	cfg := corev1ac.Secret(d.name, d.namespace).WithUID(cur.UID).WithOwnerReferences(ownerApplyConfigs(all)...)
+	if version != "" {
+		cfg.WithResourceVersion(version)
 	}
-	return uids
-}
-
-// appliedOwnerUIDs are the owner references of the Secret an apply returned.
-func appliedOwnerUIDs(cfg *corev1ac.SecretApplyConfiguration) []types.UID {
-	uids := make([]types.UID, 0, len(cfg.OwnerReferences))
-	for _, r := range cfg.OwnerReferences {
-		if r.UID != nil {
-			uids = append(uids, *r.UID)
-		}
-	}
-	return uids
+	return s.c.Apply(ctx, cfg, client.ForceOwnership, client.FieldOwner(s.nodeManager))
 }

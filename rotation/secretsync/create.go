@@ -1,0 +1,64 @@
+package secretsync
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// create creates the Secret d asks for, stamped mine, with this node's
+// owners, in one request: a Secret keymount creates has an owner from its
+// first moment, so no failure can leave it without one. A create fails
+// when the Secret exists (isRace): another node created it since it was
+// read, and its content is compared first.
+//
+// A create is no apply: its fields belong to an update entry of
+// FieldManager, which an apply would never take them from, so that a key
+// the class stops listing would stay. relabel then hands them to the apply
+// entries a sync by applies would have made.
+func (s *Syncer) create(ctx context.Context, d *desired, owners []owner, mine stamp) (result, error) {
+	annotations := maps.Clone(d.annotations)
+	maps.Copy(annotations, mine.annotations())
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: d.namespace, Name: d.name,
+			Labels: d.labels, Annotations: annotations, OwnerReferences: ownerReferences(owners),
+		},
+		Type: d.typ,
+		Data: d.data,
+	}
+	if err := s.c.Create(ctx, sec, client.FieldOwner(FieldManager)); err != nil {
+		return result{secret: d.name}, err
+	}
+	_, err := s.relabel(ctx, sec)
+	return result{secret: d.name, created: true}, err
+}
+
+// relabel hands the fields of the update entry keymount's create left on
+// cur to FieldManager's apply entry, and its owner references to this
+// node's manager's apply entry (see relabelled), by writing the managed
+// fields (the API server takes them as written). It returns cur as
+// written, or as it was when there is nothing to hand over. A create whose
+// relabel failed is relabelled by the next sync that reads it.
+func (s *Syncer) relabel(ctx context.Context, cur *corev1.Secret) (*corev1.Secret, error) {
+	entries, ok, err := relabelled(cur.ManagedFields, s.nodeManager)
+	if err != nil || !ok {
+		return cur, err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": cur.ResourceVersion, "managedFields": entries,
+	}})
+	if err != nil {
+		return cur, err
+	}
+	out := cur.DeepCopy()
+	if err := s.c.Patch(ctx, out, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+		return cur, err
+	}
+	return out, nil
+}
