@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -89,8 +90,16 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	ids := identity.New(identity.Config{STSEndpoint: cfg.stsURL, PodIdentityTimeout: cfg.podIdentityTimeout}, identity.NewKubeServiceAccounts(cs, cfg.saTTL))
-	st := store.New(store.Config{Endpoint: cfg.endpoint, Freshness: cfg.freshness})
+	// The standard AWS environment configures the SDK (FIPS, dual-stack,
+	// AWS_ENDPOINT_URL_*, AWS_CA_BUNDLE, ...); credentials always come
+	// from the pod's identity, never from this configuration.
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithAppID(appID()))
+	if err != nil {
+		return fmt.Errorf("load the AWS SDK configuration from the environment: %w", err)
+	}
+	ids := identity.New(identity.Config{AWS: awsCfg, STSEndpoint: cfg.stsURL, PodIdentityTimeout: cfg.podIdentityTimeout},
+		identity.NewKubeServiceAccounts(cs, cfg.saTTL))
+	st := store.New(store.Config{AWS: awsCfg, Endpoint: cfg.endpoint, Freshness: cfg.freshness})
 	regions := noderegion.New(noderegion.Config{Region: cfg.region, NodeName: cfg.nodeName}, cs)
 	p, err := aws.New(regions, ids, st)
 	if err != nil {
@@ -106,4 +115,13 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	klog.InfoS("stopped", "provider", cfg.server.Name)
 	return nil
+}
+
+// appID names the provider in the SDK's user agent (at most 50 characters).
+func appID() string {
+	id := "keymount-provider-aws-" + version
+	if len(id) > 50 {
+		id = id[:50]
+	}
+	return id
 }

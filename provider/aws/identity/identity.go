@@ -24,7 +24,8 @@ const (
 	DefaultPodIdentityEndpointIPv4 = "http://169.254.170.23/v1/credentials"
 	DefaultPodIdentityEndpointIPv6 = "http://[fd00:ec2::23]/v1/credentials"
 	DefaultRefresh                 = 5 * time.Minute
-	// defaultHTTPTimeout bounds one request when Config.HTTPClient is nil.
+	// defaultHTTPTimeout bounds one agent request when Config.HTTPClient
+	// is nil.
 	defaultHTTPTimeout = 30 * time.Second
 	// globalSTSRegion signs requests to STS when the class names no region.
 	globalSTSRegion = "us-east-1"
@@ -50,7 +51,15 @@ var (
 
 // Config configures a Resolver. The zero value talks to AWS.
 type Config struct {
-	// STSEndpoint is the BaseEndpoint of STS; "" means AWS.
+	// AWS is the base SDK configuration of the STS clients, as
+	// config.LoadDefaultConfig reads it from the standard AWS environment
+	// (AWS_USE_FIPS_ENDPOINT, AWS_USE_DUALSTACK_ENDPOINT, AWS_ENDPOINT_URL
+	// and AWS_ENDPOINT_URL_STS, AWS_CA_BUNDLE, ...). Its region is replaced
+	// by the mount's and its credentials are never used. The zero value is
+	// the SDK's defaults.
+	AWS aws.Config
+	// STSEndpoint, when set, is the BaseEndpoint of STS over anything in
+	// AWS (testing).
 	STSEndpoint string
 	// PodIdentityEndpointIPv4 is the agent's IPv4 URL
 	// (default DefaultPodIdentityEndpointIPv4).
@@ -58,8 +67,9 @@ type Config struct {
 	// PodIdentityEndpointIPv6 is the agent's IPv6 URL
 	// (default DefaultPodIdentityEndpointIPv6).
 	PodIdentityEndpointIPv6 string
-	// HTTPClient sends STS and agent requests; nil means a client with a
-	// 30-second timeout.
+	// HTTPClient, when set, sends STS requests instead of AWS.HTTPClient,
+	// and agent requests; nil means agent requests go through a client
+	// with a 30-second timeout.
 	HTTPClient *http.Client
 	// PodIdentityTimeout bounds one request to one EKS Pod Identity agent
 	// endpoint (default DefaultPodIdentityTimeout), so that an unreachable
@@ -79,9 +89,6 @@ func (c Config) withDefaults() Config {
 	if c.PodIdentityEndpointIPv6 == "" {
 		c.PodIdentityEndpointIPv6 = DefaultPodIdentityEndpointIPv6
 	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: defaultHTTPTimeout}
-	}
 	if c.Refresh <= 0 {
 		c.Refresh = DefaultRefresh
 	}
@@ -100,12 +107,18 @@ type Resolver struct {
 	cfg   Config
 	sas   ServiceAccountReader
 	cache *cache
+	// agentHTTP sends the requests to the Pod Identity agent.
+	agentHTTP *http.Client
 }
 
 // New returns a Resolver that reads role annotations through sas.
 func New(cfg Config, sas ServiceAccountReader) *Resolver {
 	cfg = cfg.withDefaults()
-	return &Resolver{cfg: cfg, sas: sas, cache: newCache(cfg.Clock, cfg.Refresh)}
+	agentHTTP := cfg.HTTPClient
+	if agentHTTP == nil {
+		agentHTTP = &http.Client{Timeout: defaultHTTPTimeout}
+	}
+	return &Resolver{cfg: cfg, sas: sas, cache: newCache(cfg.Clock, cfg.Refresh), agentHTTP: agentHTTP}
 }
 
 // Identity is a resolved identity and its credentials.

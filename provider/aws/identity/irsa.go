@@ -56,11 +56,7 @@ func (r *Resolver) assumeRole(ctx context.Context, region, roleARN, session, tok
 	if region == "" {
 		region = globalSTSRegion
 	}
-	client := sts.New(sts.Options{
-		Region:       region,
-		BaseEndpoint: optional(r.cfg.STSEndpoint),
-		HTTPClient:   r.cfg.HTTPClient,
-	})
+	client := r.stsClient(region)
 	out, err := client.AssumeRoleWithWebIdentity(ctx, &sts.AssumeRoleWithWebIdentityInput{
 		RoleArn:          aws.String(roleARN),
 		RoleSessionName:  aws.String(session),
@@ -82,6 +78,23 @@ func (r *Resolver) assumeRole(ctx context.Context, region, roleARN, session, tok
 		Expires:         *c.Expiration,
 		AccountID:       accountID(out.AssumedRoleUser),
 	}, nil
+}
+
+// stsClient returns an STS client of region from the base configuration:
+// the mount's region's STS, so that credentials for the failover region
+// come from that region's STS, as the existing provider's.
+func (r *Resolver) stsClient(region string) *sts.Client {
+	base := r.cfg.AWS.Copy()
+	base.Region = region
+	base.Credentials = nil // AssumeRoleWithWebIdentity is not signed
+	return sts.NewFromConfig(base, func(o *sts.Options) {
+		if r.cfg.HTTPClient != nil {
+			o.HTTPClient = r.cfg.HTTPClient
+		}
+		if r.cfg.STSEndpoint != "" {
+			o.BaseEndpoint = aws.String(r.cfg.STSEndpoint)
+		}
+	})
 }
 
 // sessionName derives a RoleSessionName from the pod name: characters STS
@@ -107,13 +120,6 @@ func accountID(u *types.AssumedRoleUser) string {
 		return ""
 	}
 	return a.AccountID
-}
-
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 // redactedError hides a secret that an inner error's text may contain. The

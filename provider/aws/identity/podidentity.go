@@ -128,7 +128,7 @@ func (r *Resolver) askAgent(ctx context.Context, endpoint, tok string) (aws.Cred
 	}
 	req.Header.Set("Authorization", tok)
 	req.Header.Set("Accept", "application/json")
-	resp, err := r.cfg.HTTPClient.Do(req)
+	resp, err := r.agentHTTP.Do(req)
 	if err != nil {
 		return aws.Credentials{}, fmt.Errorf("calling the eks pod identity agent: %w", server.Mark(redact(err, tok), server.ErrUnavailable))
 	}

@@ -35,7 +35,16 @@ const (
 
 // Config configures a Store. Zero fields take the defaults.
 type Config struct {
-	// Endpoint is the BaseEndpoint of every client; "" means real AWS.
+	// AWS is the base SDK configuration of every client, as
+	// config.LoadDefaultConfig reads it from the standard AWS environment
+	// (AWS_USE_FIPS_ENDPOINT, AWS_USE_DUALSTACK_ENDPOINT, AWS_ENDPOINT_URL
+	// and AWS_ENDPOINT_URL_SECRETS_MANAGER / _SSM, AWS_CA_BUNDLE, shared
+	// config files). Its region is replaced per call and its credentials
+	// are never used: every call is signed with the request's. The zero
+	// value is the SDK's defaults.
+	AWS aws.Config
+	// Endpoint, when set, is the BaseEndpoint of every client, over
+	// anything in AWS (testing against a local endpoint).
 	Endpoint string
 	// MaxParallel bounds the store calls in flight across all fetches.
 	MaxParallel int
@@ -48,7 +57,7 @@ type Config struct {
 	// exponential backoff, always bounded by the caller's deadline).
 	MaxAttempts int
 	MaxBackoff  time.Duration
-	// HTTPClient sends the requests; nil means the SDK's default.
+	// HTTPClient, when set, sends the requests instead of AWS.HTTPClient.
 	HTTPClient aws.HTTPClient
 	// Clock decides freshness; nil means the real clock.
 	Clock clock.PassiveClock
@@ -341,23 +350,35 @@ func (s *Store) call(ctx context.Context, fn func() error) error {
 	return fn()
 }
 
-// clientsFor returns the clients of a region, built once.
+// clientsFor returns the clients of a region, built once from the base
+// configuration.
 func (s *Store) clientsFor(region string) *regionClients {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.clients[region]; ok {
 		return c
 	}
-	var endpoint *string
-	if s.cfg.Endpoint != "" {
-		endpoint = aws.String(s.cfg.Endpoint)
-	}
+	base := s.cfg.AWS.Copy()
+	base.Region = region
+	base.Credentials = nil // never the node's: each call passes the pod's
 	c := &regionClients{
-		sm: secretsmanager.New(secretsmanager.Options{
-			Region: region, BaseEndpoint: endpoint, HTTPClient: s.cfg.HTTPClient, Retryer: s.retryer,
+		sm: secretsmanager.NewFromConfig(base, func(o *secretsmanager.Options) {
+			o.Retryer = s.retryer
+			if s.cfg.HTTPClient != nil {
+				o.HTTPClient = s.cfg.HTTPClient
+			}
+			if s.cfg.Endpoint != "" {
+				o.BaseEndpoint = aws.String(s.cfg.Endpoint)
+			}
 		}),
-		ssm: ssm.New(ssm.Options{
-			Region: region, BaseEndpoint: endpoint, HTTPClient: s.cfg.HTTPClient, Retryer: s.retryer,
+		ssm: ssm.NewFromConfig(base, func(o *ssm.Options) {
+			o.Retryer = s.retryer
+			if s.cfg.HTTPClient != nil {
+				o.HTTPClient = s.cfg.HTTPClient
+			}
+			if s.cfg.Endpoint != "" {
+				o.BaseEndpoint = aws.String(s.cfg.Endpoint)
+			}
 		}),
 	}
 	s.clients[region] = c
