@@ -124,7 +124,8 @@ func New(cfg Config, sas ServiceAccountReader) *Resolver {
 // Identity is a resolved identity and its credentials.
 type Identity struct {
 	// Key names the identity: "irsa:<namespace>/<serviceAccount>:<roleARN>"
-	// or "podidentity:<namespace>/<serviceAccount>".
+	// (shared by the pods of a service account) or
+	// "podidentity:<namespace>/<serviceAccount>/<pod>/<pod UID>" (one pod's).
 	Key string
 	// Credentials serves the identity's cached credentials.
 	Credentials aws.CredentialsProvider

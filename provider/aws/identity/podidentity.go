@@ -74,7 +74,11 @@ func (r *Resolver) podIdentity(ctx context.Context, s *spec.Spec) (*Identity, er
 	if err != nil {
 		return nil, err
 	}
-	key := "podidentity:" + s.Namespace + "/" + s.ServiceAccount
+	// The agent's credentials carry the pod in their session tags
+	// (kubernetes-pod-name, kubernetes-pod-uid), which IAM policies may
+	// test: they are never served to another pod, even of the same
+	// service account.
+	key := "podidentity:" + s.Namespace + "/" + s.ServiceAccount + "/" + s.PodName + "/" + s.PodUID
 	creds, err := r.cache.get(ctx, key, func(ctx context.Context) (aws.Credentials, error) {
 		return r.askAgents(ctx, endpoints, tok)
 	})

@@ -73,6 +73,7 @@ func podSpec(ns, sa string, addr spec.AddressType) *spec.Spec {
 		Namespace:      ns,
 		ServiceAccount: sa,
 		PodName:        "p",
+		PodUID:         "uid-p",
 		UsePodIdentity: true,
 		AddressType:    addr,
 		Tokens:         map[string]string{AudiencePodIdentity: podToken},
@@ -132,8 +133,8 @@ func TestPodIdentityEndpoints(t *testing.T) {
 				creds.SessionToken != agentSession || creds.AccountID != "123456789012" || !creds.CanExpire {
 				t.Errorf("unexpected credentials from %v", id)
 			}
-			if id.Key != "podidentity:ns/sa" {
-				t.Errorf("Key = %q, want podidentity:ns/sa", id.Key)
+			if id.Key != "podidentity:ns/sa/p/uid-p" {
+				t.Errorf("Key = %q, want podidentity:ns/sa/p/uid-p", id.Key)
 			}
 		})
 	}
@@ -165,12 +166,32 @@ func TestPodIdentityCache(t *testing.T) {
 		t.Errorf("agent calls after another service account = %d, want 2", n)
 	}
 
+	// The agent tags credentials with the pod: another pod of the same
+	// service account, or the same name recreated (a new UID), never gets
+	// them from the cache.
+	other := podSpec("ns", "sa", spec.AddressIPv4)
+	other.PodName, other.PodUID = "q", "uid-q"
+	recreated := podSpec("ns", "sa", spec.AddressIPv4)
+	recreated.PodUID = "uid-p2"
+	for i, s := range []*spec.Spec{other, recreated} {
+		id, err := r.For(t.Context(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := a.calls.Load(); n != int64(3+i) {
+			t.Errorf("agent calls after pod %s/%s = %d, want %d", s.PodName, s.PodUID, n, 3+i)
+		}
+		if id.Key == "podidentity:ns/sa/p/uid-p" {
+			t.Errorf("pod %s/%s shares the key of pod p", s.PodName, s.PodUID)
+		}
+	}
+
 	clk.SetTime(expires.Add(-DefaultRefresh + time.Second))
 	if _, err := r.For(t.Context(), podSpec("ns", "sa", spec.AddressIPv4)); err != nil {
 		t.Fatal(err)
 	}
-	if n := a.calls.Load(); n != 3 {
-		t.Errorf("agent calls near expiry = %d, want 3", n)
+	if n := a.calls.Load(); n != 5 {
+		t.Errorf("agent calls near expiry = %d, want 5", n)
 	}
 }
 

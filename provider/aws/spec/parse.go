@@ -22,6 +22,7 @@ const (
 
 	KeyPodNamespace   = "csi.storage.k8s.io/pod.namespace"
 	KeyPodName        = "csi.storage.k8s.io/pod.name"
+	KeyPodUID         = "csi.storage.k8s.io/pod.uid"
 	KeyServiceAccount = "csi.storage.k8s.io/serviceAccount.name"
 	KeyTokens         = "csi.storage.k8s.io/serviceAccount.tokens" //nolint:gosec // G101: an attribute key, not a credential
 )
@@ -46,6 +47,7 @@ func Parse(attrs map[string]string, defaultMode os.FileMode) (*Spec, error) {
 		Namespace:      attrs[KeyPodNamespace],
 		ServiceAccount: attrs[KeyServiceAccount],
 		PodName:        attrs[KeyPodName],
+		PodUID:         attrs[KeyPodUID],
 	}
 	checkRegionName(&p, KeyRegion, s.Region)
 	checkRegionName(&p, KeyFailoverRegion, s.FailoverRegion)

@@ -27,11 +27,11 @@ func TestParseTopLevel(t *testing.T) {
 		attrs: attrsWith(oneObject, map[string]string{
 			KeyRegion: "us-east-1", KeyFailoverRegion: "us-west-2", KeyPathTranslation: "-",
 			KeyUsePodIdentity: "true", KeyPreferredAddressType: "ipv6",
-			KeyPodNamespace: "ns", KeyPodName: "pod", KeyServiceAccount: "sa",
+			KeyPodNamespace: "ns", KeyPodName: "pod", KeyPodUID: "0b5e7a52-1c1b-4c7e-9a43-8d0c1f2e3a4b", KeyServiceAccount: "sa",
 			"secretProviderClass": "ignored", "csi.storage.k8s.io/ephemeral": "false",
 		}),
 		want: Spec{Region: "us-east-1", FailoverRegion: "us-west-2", PathTranslation: "-", UsePodIdentity: true,
-			AddressType: AddressIPv6, Namespace: "ns", PodName: "pod", ServiceAccount: "sa"},
+			AddressType: AddressIPv6, Namespace: "ns", PodName: "pod", PodUID: "0b5e7a52-1c1b-4c7e-9a43-8d0c1f2e3a4b", ServiceAccount: "sa"},
 	}, {
 		name:  "path translation off",
 		attrs: attrsWith(oneObject, map[string]string{KeyPathTranslation: "FALSE"}),

@@ -80,8 +80,9 @@ type Spec struct {
 	UsePodIdentity  bool
 	// AddressType is AddressAuto unless UsePodIdentity is set.
 	AddressType AddressType
-	// Namespace, ServiceAccount and PodName come from the volume context.
-	Namespace, ServiceAccount, PodName string
+	// Namespace, ServiceAccount, PodName and PodUID come from the volume
+	// context.
+	Namespace, ServiceAccount, PodName, PodUID string
 	// Tokens are the service account tokens by audience. Never log them.
 	Tokens map[string]string
 }
