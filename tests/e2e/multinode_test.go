@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
@@ -93,4 +96,42 @@ func TestPodRecreatedOnAnotherNode(t *testing.T) {
 	}
 	newNode.mustUnpublish(t, after, "secrets")
 	newNode.s.waitForStatusGone(t, after, "db", "the new pod's unpublish")
+}
+
+// TestSecretNotRolledBackAcrossNodes: node 1 syncs the newest value of an
+// object; node 2's provider then answers with an older one (from a cache,
+// here its own store). Node 2's pod gets what its provider answered, but
+// node 2 does not write it over the newer Secret, and its pod status says
+// why.
+func TestSecretNotRolledBackAcrossNodes(t *testing.T) {
+	n1 := startNode(t, nodeOptions{})
+	n2 := startNode(t, nodeOptions{})
+	ns := n1.newNamespace(t)
+	newer := []byte("fleet-v2-" + randomHex(8))
+	older := []byte("fleet-v1-" + randomHex(8))
+	n1.writeObject(t, "token", newer)
+	n2.writeObject(t, "token", older)
+	spc := n1.createClass(t, ns, "fleet", "local", []object{{name: "token"}},
+		&secretsstorev1.SecretObject{SecretName: "fleet", Data: []*secretsstorev1.SecretObjectData{{ObjectName: "token", Key: "token"}}})
+	p1 := n1.createPod(t, ns, "on-node-1", secretsVolume{name: "secrets", class: "fleet"})
+	p2 := n2.createPod(t, ns, "on-node-2", secretsVolume{name: "secrets", class: "fleet"})
+
+	n1.mustPublish(t, p1, "secrets")
+	n1.s.waitForSecret(t, ns, "fleet", syncedMeta("fleet", p1), hasData(map[string][]byte{"token": newer}))
+	n2.mustPublish(t, p2, "secrets")
+	if got := readFile(t, n2.targetPath(p2, "secrets"), "token"); got != string(older) {
+		t.Errorf("node 2's pod reads %q, want what its provider answered", got)
+	}
+	st := n2.checkPodStatus(t, p2, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": older}, synced: metav1.ConditionTrue})
+	synced := meta.FindStatusCondition(st.Status.Conditions, secretsstorev1.ConditionSecretsSynced)
+	if synced.Reason != "ContentKept" || !strings.Contains(synced.Message, fmt.Sprintf("node %q", n1.name)) {
+		t.Errorf("node 2's SecretsSynced condition: %s: %s; want ContentKept naming node 1", synced.Reason, synced.Message)
+	}
+	// Node 2 adds its pod as an owner, and nothing else.
+	sec := n1.s.waitForSecret(t, ns, "fleet", syncedMeta("fleet", p1, p2), hasData(map[string][]byte{"token": newer}))
+	if sec.Annotations["keymount.io/content-node"] != n1.name {
+		t.Errorf("Secret fleet content node = %q, want %q", sec.Annotations["keymount.io/content-node"], n1.name)
+	}
+	n1.mustUnpublish(t, p1, "secrets")
+	n2.mustUnpublish(t, p2, "secrets")
 }

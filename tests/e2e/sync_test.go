@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -17,8 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 )
@@ -76,7 +81,8 @@ func TestSyncSecrets(t *testing.T) {
 }
 
 // syncedMeta accepts a Secret with what keymount puts on every Secret it
-// syncs for class, owned by exactly the given pods (never as controller).
+// syncs for class, owned by exactly the given pods (which have no owners of
+// their own), never as controller.
 func syncedMeta(class string, owners ...*corev1.Pod) secretCheck {
 	return func(s *corev1.Secret) error {
 		var errs []error
@@ -86,8 +92,8 @@ func syncedMeta(class string, owners ...*corev1.Pod) secretCheck {
 		if s.Annotations[classAnnotation] != class {
 			errs = append(errs, fmt.Errorf("annotation %s = %q, want %q", classAnnotation, s.Annotations[classAnnotation], class))
 		}
-		if got, want := ownerUIDs(s.OwnerReferences), uids(owners...); !slices.Equal(got, want) {
-			errs = append(errs, fmt.Errorf("owned by pods %v, want %v", got, want))
+		if got, want := ownerUIDs(s.OwnerReferences), uids(owners...); !slices.Equal(got, want) || len(s.OwnerReferences) != len(want) {
+			errs = append(errs, fmt.Errorf("owned by %v, want pods %v", s.OwnerReferences, want))
 		}
 		for _, r := range s.OwnerReferences {
 			if r.Controller != nil && *r.Controller {
@@ -132,7 +138,8 @@ func newCertificate(t *testing.T, host string) (certPEM, keyPEM []byte, cert *x5
 }
 
 // checkTLSPair checks that tls.crt holds exactly the certificate and
-// tls.key a private key of the same public key, each parsing on its own.
+// tls.key a private key of the same public key, encoded as the upstream
+// driver encodes it, each parsing on its own.
 func checkTLSPair(t *testing.T, s *corev1.Secret, wantCert *x509.Certificate, wantKey crypto.Signer) {
 	t.Helper()
 	crt, rest := pem.Decode(s.Data[corev1.TLSCertKey])
@@ -150,14 +157,15 @@ func checkTLSPair(t *testing.T, s *corev1.Secret, wantCert *x509.Certificate, wa
 	if kb == nil || len(bytes.TrimSpace(rest)) != 0 {
 		t.Fatalf("Secret %s %s is not one PEM block", s.Name, corev1.TLSPrivateKeyKey)
 	}
+	// The upstream driver writes an EC key as SEC 1, an RSA key as PKCS#1.
 	var key any
 	switch kb.Type {
-	case "PRIVATE KEY":
-		key, err = x509.ParsePKCS8PrivateKey(kb.Bytes)
 	case "EC PRIVATE KEY":
 		key, err = x509.ParseECPrivateKey(kb.Bytes)
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(kb.Bytes)
 	default:
-		t.Fatalf("Secret %s %s is a %q block, want a private key", s.Name, corev1.TLSPrivateKeyKey, kb.Type)
+		t.Fatalf("Secret %s %s is a %q block, want the key as the upstream driver encodes it", s.Name, corev1.TLSPrivateKeyKey, kb.Type)
 	}
 	if err != nil {
 		t.Fatalf("Secret %s %s does not parse: %v", s.Name, corev1.TLSPrivateKeyKey, err)
@@ -209,4 +217,74 @@ func TestSyncRefusesUnmanagedSecret(t *testing.T) {
 		t.Errorf("keymount wrote a Secret it did not create: resourceVersion %s, was %s", rvOf(got), theirs.ResourceVersion)
 	}
 	n.mustUnpublish(t, pod, "secrets")
+}
+
+// TestSyncedSecretOwnedByReplicaSet: the Secret of a ReplicaSet's pod is
+// owned by the ReplicaSet, as the upstream driver does it, so it outlives
+// the pod (a Deployment scaled to zero keeps it) and goes with the
+// ReplicaSet.
+func TestSyncedSecretOwnedByReplicaSet(t *testing.T) {
+	n := startNode(t, nodeOptions{})
+	ns := n.newNamespace(t)
+	token := []byte("rs-" + randomHex(8))
+	n.writeObject(t, "token", token)
+	n.createClass(t, ns, "web", "local", []object{{name: "token"}},
+		&secretsstorev1.SecretObject{SecretName: "web", Data: []*secretsstorev1.SecretObjectData{{ObjectName: "token", Key: "token"}}})
+	labels := map[string]string{"app": "web"}
+	rs, err := n.s.kube.AppsV1().ReplicaSets(ns).Create(t.Context(), &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-5d8f"},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr(int32(0)), // no ReplicaSet controller runs here: the test makes the pod
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: neverRuns}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := n.createPod(t, ns, "web-5d8f-x", secretsVolume{name: "secrets", class: "web"})
+	pod.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true),
+	}}
+	if pod, err = n.s.kube.CoreV1().Pods(ns).Update(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.mustPublish(t, pod, "secrets")
+
+	ownedByRS := func(s *corev1.Secret) error {
+		want := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID}}
+		if diff := cmp.Diff(want, s.OwnerReferences); diff != "" {
+			return fmt.Errorf("owners (-want +got):\n%s", diff)
+		}
+		return nil
+	}
+	n.s.waitForSecret(t, ns, "web", ownedByRS, hasData(map[string][]byte{"token": token}))
+
+	// The ReplicaSet is scaled to zero: its pod goes, the Secret stays. A
+	// ConfigMap the pod owns tells when the garbage collector is done with
+	// the pod.
+	probe, err := n.s.kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "gc-probe", OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.deletePod(t, pod, "secrets")
+	waitFor(t, gcTimeout, "the garbage collector to handle the pod's deletion", func(ctx context.Context) (bool, error) {
+		_, err := n.s.kube.CoreV1().ConfigMaps(ns).Get(ctx, probe.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err := ownedByRS(n.s.secret(t, ns, "web")); err != nil {
+		t.Errorf("Secret web after its pod went: %v", err)
+	}
+
+	if err := n.s.kube.AppsV1().ReplicaSets(ns).Delete(t.Context(), rs.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, gcTimeout, "the garbage collector to delete Secret web with its ReplicaSet", func(context.Context) (bool, error) {
+		return n.s.secret(t, ns, "web") == nil, nil
+	})
 }
