@@ -44,7 +44,12 @@
 // # Failures
 //
 // Throttling and 5xx answers are retried by the SDK's standard retryer with
-// jittered backoff inside the caller's deadline. When a region still fails
+// jittered backoff inside the caller's deadline. Each (identity, region) has
+// its own retryer, so its own retry budget (the SDK's retry token bucket):
+// an identity whose calls keep failing stops being retried without taking
+// another identity's retries. Config.MaxParallel bounds the requests in
+// flight; a request holds its slot while it is sent and answered, never
+// while the SDK waits before retrying it. When a region still fails
 // with 5xx, throttling or a timeout and the request names a failover region,
 // the failed objects are fetched once, batched again, from the failover
 // region (with their failoverObject names and versions). Per-object failures

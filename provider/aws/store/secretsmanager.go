@@ -27,8 +27,14 @@ type secretsAPI interface {
 
 var _ secretsAPI = (*secretsmanager.Client)(nil)
 
-func smCredentials(creds aws.CredentialsProvider) func(*secretsmanager.Options) {
-	return func(o *secretsmanager.Options) { o.Credentials = creds }
+// smOptions signs a call with the request's credentials and retries it
+// within the budget of its identity in region.
+func (s *Store) smOptions(req *Request, region string) func(*secretsmanager.Options) {
+	retryer := s.retryerFor(req.Identity, region)
+	return func(o *secretsmanager.Options) {
+		o.Credentials = req.Credentials
+		o.Retryer = retryer
+	}
 }
 
 // batchGetSecrets reads the current value of up to 20 secrets in one call.
@@ -39,11 +45,7 @@ func (s *Store) batchGetSecrets(ctx context.Context, req *Request, api secretsAP
 	for i, it := range items {
 		ids[i] = it.name
 	}
-	var out *secretsmanager.BatchGetSecretValueOutput
-	err := s.call(ctx, func() (err error) {
-		out, err = api.BatchGetSecretValue(ctx, &secretsmanager.BatchGetSecretValueInput{SecretIdList: ids}, smCredentials(req.Credentials))
-		return err
-	})
+	out, err := api.BatchGetSecretValue(ctx, &secretsmanager.BatchGetSecretValueInput{SecretIdList: ids}, s.smOptions(req, items[0].region))
 	if isAccessDenied(err) {
 		s.denyBatch(req.Identity, items[0].region)
 		s.getSecrets(ctx, req, api, items, res)
@@ -109,11 +111,7 @@ func (s *Store) getSecret(ctx context.Context, req *Request, api secretsAPI, it 
 	if it.label != "" {
 		in.VersionStage = aws.String(it.label)
 	}
-	var out *secretsmanager.GetSecretValueOutput
-	err := s.call(ctx, func() (err error) {
-		out, err = api.GetSecretValue(ctx, in, smCredentials(req.Credentials))
-		return err
-	})
+	out, err := api.GetSecretValue(ctx, in, s.smOptions(req, it.region))
 	if err != nil {
 		return err
 	}
@@ -134,11 +132,7 @@ func (s *Store) unchanged(ctx context.Context, req *Request, api secretsAPI, it 
 	if !ok {
 		return value{}, false
 	}
-	var out *secretsmanager.DescribeSecretOutput
-	err := s.call(ctx, func() (err error) {
-		out, err = api.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: aws.String(it.name)}, smCredentials(req.Credentials))
-		return err
-	})
+	out, err := api.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: aws.String(it.name)}, s.smOptions(req, it.region))
 	if isAccessDenied(err) {
 		s.denyDescribe(req.Identity, it.region)
 	}

@@ -24,12 +24,9 @@ func (s *Store) getParameters(ctx context.Context, req *Request, api parametersA
 	for i, it := range items {
 		names[i] = it.ssmName()
 	}
-	var out *ssm.GetParametersOutput
-	err := s.call(ctx, func() (err error) {
-		out, err = api.GetParameters(ctx, &ssm.GetParametersInput{Names: names, WithDecryption: aws.Bool(true)},
-			func(o *ssm.Options) { o.Credentials = req.Credentials })
-		return err
-	})
+	retryer := s.retryerFor(req.Identity, items[0].region)
+	out, err := api.GetParameters(ctx, &ssm.GetParametersInput{Names: names, WithDecryption: aws.Bool(true)},
+		func(o *ssm.Options) { o.Credentials, o.Retryer = req.Credentials, retryer })
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/smithy-go/middleware"
 	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/lru"
@@ -31,6 +32,8 @@ const (
 	// is remembered.
 	noBatchSize = 1024
 	noBatchFor  = 10 * time.Minute
+	// retryersSize bounds the (identity, region) retry budgets remembered.
+	retryersSize = 1024
 )
 
 // Config configures a Store. Zero fields take the defaults.
@@ -46,7 +49,9 @@ type Config struct {
 	// Endpoint, when set, is the BaseEndpoint of every client, over
 	// anything in AWS (testing against a local endpoint).
 	Endpoint string
-	// MaxParallel bounds the store calls in flight across all fetches.
+	// MaxParallel bounds the store requests in flight across all fetches.
+	// A request holds its slot only while it is sent and answered, never
+	// while the SDK waits before a retry.
 	MaxParallel int
 	// Freshness is how long a "latest" (or label) value is shared across
 	// pods of one identity.
@@ -54,7 +59,9 @@ type Config struct {
 	// CacheSize bounds the node-local cache, in entries.
 	CacheSize int
 	// MaxAttempts and MaxBackoff tune the SDK's standard retryer (jittered
-	// exponential backoff, always bounded by the caller's deadline).
+	// exponential backoff, always bounded by the caller's deadline). Each
+	// (identity, region) has its own retryer, so its own retry budget: one
+	// identity throttled or failing does not use up another's retries.
 	MaxAttempts int
 	MaxBackoff  time.Duration
 	// HTTPClient, when set, sends the requests instead of AWS.HTTPClient.
@@ -66,7 +73,6 @@ type Config struct {
 // Store fetches objects for many pods. It is safe for concurrent use.
 type Store struct {
 	cfg     Config
-	retryer aws.Retryer
 	sem     chan struct{}
 	cache   *cache
 	flights singleflight.Group
@@ -76,12 +82,17 @@ type Store struct {
 	// noDescribe remembers (identity, region) pairs denied DescribeSecret.
 	noDescribe *lru.Cache
 
+	// retryers holds the retryer (and so the retry budget) of each
+	// (identity, region); retryersMu makes creating one atomic.
+	retryersMu sync.Mutex
+	retryers   *lru.Cache
+
 	mu      sync.Mutex
 	clients map[string]*regionClients
 }
 
-// regionClients are the SDK clients of one region. Credentials are set per
-// call, so they are shared by every identity.
+// regionClients are the SDK clients of one region. Credentials and the
+// retryer are set per call, so they are shared by every identity.
 type regionClients struct {
 	sm  *secretsmanager.Client
 	ssm *ssm.Client
@@ -108,11 +119,8 @@ func New(cfg Config) *Store {
 		cfg.Clock = clock.RealClock{}
 	}
 	return &Store{
-		cfg: cfg,
-		retryer: retry.NewStandard(func(o *retry.StandardOptions) {
-			o.MaxAttempts = cfg.MaxAttempts
-			o.MaxBackoff = cfg.MaxBackoff
-		}),
+		cfg:        cfg,
+		retryers:   lru.New(retryersSize),
 		sem:        make(chan struct{}, cfg.MaxParallel),
 		cache:      newCache(cfg.CacheSize, cfg.Freshness, cfg.Clock),
 		clients:    make(map[string]*regionClients),
@@ -339,15 +347,43 @@ func (s *Store) callBatch(ctx context.Context, req *Request, b batch) *batchResu
 	return res
 }
 
-// call runs one store call within the parallelism bound.
-func (s *Store) call(ctx context.Context, fn func() error) error {
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+// retryerFor returns the retryer of identity in region, created once: its
+// token bucket is the retry budget of that identity there.
+func (s *Store) retryerFor(identity, region string) aws.Retryer {
+	key := cacheKey{identity: identity, item: item{region: region}}
+	s.retryersMu.Lock()
+	defer s.retryersMu.Unlock()
+	if r, ok := s.retryers.Get(key); ok {
+		if r, ok := r.(aws.Retryer); ok {
+			return r
+		}
 	}
-	defer func() { <-s.sem }()
-	return fn()
+	r := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = s.cfg.MaxAttempts
+		o.MaxBackoff = s.cfg.MaxBackoff
+	})
+	s.retryers.Add(key, r)
+	return r
+}
+
+// slotID names the middleware that bounds the requests in flight.
+const slotID = "keymount.RequestSlot"
+
+// holdSlot adds to an operation's stack a middleware that takes one of
+// the MaxParallel slots for each attempt: after the retry middleware, so
+// that the SDK's wait before a retry holds no slot, and around sending and
+// reading the answer.
+func (s *Store) holdSlot(stack *middleware.Stack) error {
+	return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc(slotID,
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			select {
+			case s.sem <- struct{}{}:
+			case <-ctx.Done():
+				return middleware.FinalizeOutput{}, middleware.Metadata{}, ctx.Err()
+			}
+			defer func() { <-s.sem }()
+			return next.HandleFinalize(ctx, in)
+		}), "Retry", middleware.After)
 }
 
 // clientsFor returns the clients of a region, built once from the base
@@ -363,7 +399,7 @@ func (s *Store) clientsFor(region string) *regionClients {
 	base.Credentials = nil // never the node's: each call passes the pod's
 	c := &regionClients{
 		sm: secretsmanager.NewFromConfig(base, func(o *secretsmanager.Options) {
-			o.Retryer = s.retryer
+			o.APIOptions = append(o.APIOptions, s.holdSlot)
 			if s.cfg.HTTPClient != nil {
 				o.HTTPClient = s.cfg.HTTPClient
 			}
@@ -372,7 +408,7 @@ func (s *Store) clientsFor(region string) *regionClients {
 			}
 		}),
 		ssm: ssm.NewFromConfig(base, func(o *ssm.Options) {
-			o.Retryer = s.retryer
+			o.APIOptions = append(o.APIOptions, s.holdSlot)
 			if s.cfg.HTTPClient != nil {
 				o.HTTPClient = s.cfg.HTTPClient
 			}
