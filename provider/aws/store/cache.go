@@ -1,6 +1,8 @@
 package store
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -26,17 +28,40 @@ type cacheKey struct {
 	item     item
 }
 
-// cache is the node-local value cache: a bounded LRU (safe for concurrent
-// use) in which pinned values stay until evicted and the others are fresh
-// for a while.
+// cache is the node-local value cache: an LRU bounded in entries and in
+// bytes (safe for concurrent use), in which pinned values stay until evicted
+// and the others are fresh for a while.
 type cache struct {
 	lru       *lru.Cache
 	freshness time.Duration
 	clock     clock.PassiveClock
+
+	// maxBytes bounds the bytes of the entries; bytes is their sum, kept
+	// by the LRU's eviction callback. mu serialises puts, so that a key is
+	// never counted twice.
+	maxBytes int64
+	bytes    atomic.Int64
+	mu       sync.Mutex
 }
 
-func newCache(size int, freshness time.Duration, clk clock.PassiveClock) *cache {
-	return &cache{lru: lru.New(size), freshness: freshness, clock: clk}
+// entryOverhead is what an entry costs beyond its strings and value: list
+// element, map slot, key and value headers.
+const entryOverhead = 256
+
+func newCache(size int, maxBytes int64, freshness time.Duration, clk clock.PassiveClock) *cache {
+	c := &cache{freshness: freshness, clock: clk, maxBytes: maxBytes}
+	c.lru = lru.NewWithEvictionFunc(size, func(k lru.Key, v any) {
+		key, _ := k.(cacheKey)
+		val, _ := v.(value)
+		c.bytes.Add(-entrySize(key, val))
+	})
+	return c
+}
+
+// entrySize is what an entry costs in memory, about.
+func entrySize(k cacheKey, v value) int64 {
+	return int64(entryOverhead + len(k.identity) + len(k.item.region) + len(k.item.name) + len(k.item.version) +
+		len(k.item.label) + len(v.data) + len(v.version))
 }
 
 func (c *cache) get(identity string, it item) (value, bool) {
@@ -51,11 +76,25 @@ func (c *cache) get(identity string, it item) (value, bool) {
 	return v, true
 }
 
+// put caches v, then evicts the least recently used entries until the
+// cache fits in maxBytes. A value larger than the whole cache is not kept.
 func (c *cache) put(identity string, it item, v value) {
 	if v.fetchedAt.IsZero() {
 		v.fetchedAt = c.clock.Now()
 	}
-	c.lru.Add(cacheKey{identity: identity, item: it}, v)
+	key := cacheKey{identity: identity, item: it}
+	size := entrySize(key, v)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Remove(key) // its old size leaves through the eviction callback
+	if size > c.maxBytes {
+		return
+	}
+	c.bytes.Add(size)
+	c.lru.Add(key, v)
+	for c.bytes.Load() > c.maxBytes && c.lru.Len() > 0 {
+		c.lru.RemoveOldest()
+	}
 }
 
 // batchDenied reports whether identity was recently denied

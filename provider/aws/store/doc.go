@@ -31,9 +31,10 @@
 //
 // # Cache
 //
-// Every value is cached by (identity, region, type, name, selector) in a
-// bounded LRU (Config.CacheSize entries). A value pinned by version (a
-// Secrets Manager version id or an SSM version number) never changes and is
+// Every value is cached by (identity, region, type, name, selector) in an
+// LRU bounded in entries (Config.CacheSize) and in bytes
+// (Config.CacheBytes). A value pinned by version (a Secrets Manager version
+// id or an SSM version number) never changes and is
 // reused until evicted; a "latest" or label value is reused for
 // Config.Freshness, so pods refreshed together share one store call per batch.
 // Concurrent identical batches collapse into one call (singleflight), and the

@@ -24,6 +24,7 @@ const (
 	DefaultMaxParallel = 8
 	DefaultFreshness   = 30 * time.Second
 	DefaultCacheSize   = 4096
+	DefaultCacheBytes  = 64 << 20
 	DefaultMaxAttempts = 5
 	DefaultMaxBackoff  = 2 * time.Second
 
@@ -58,6 +59,10 @@ type Config struct {
 	Freshness time.Duration
 	// CacheSize bounds the node-local cache, in entries.
 	CacheSize int
+	// CacheBytes bounds the node-local cache, in bytes of values, names
+	// and versions, so that the provider's memory does not grow with the
+	// size of the secrets it serves.
+	CacheBytes int64
 	// MaxAttempts and MaxBackoff tune the SDK's standard retryer (jittered
 	// exponential backoff, always bounded by the caller's deadline). Each
 	// (identity, region) has its own retryer, so its own retry budget: one
@@ -109,6 +114,9 @@ func New(cfg Config) *Store {
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = DefaultCacheSize
 	}
+	if cfg.CacheBytes <= 0 {
+		cfg.CacheBytes = DefaultCacheBytes
+	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
@@ -122,7 +130,7 @@ func New(cfg Config) *Store {
 		cfg:        cfg,
 		retryers:   lru.New(retryersSize),
 		sem:        make(chan struct{}, cfg.MaxParallel),
-		cache:      newCache(cfg.CacheSize, cfg.Freshness, cfg.Clock),
+		cache:      newCache(cfg.CacheSize, cfg.CacheBytes, cfg.Freshness, cfg.Clock),
 		clients:    make(map[string]*regionClients),
 		noBatch:    lru.New(noBatchSize),
 		noDescribe: lru.New(noBatchSize),

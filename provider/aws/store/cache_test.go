@@ -1,0 +1,64 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/keymount/keymount/provider/aws/spec"
+)
+
+// TestCacheBoundedInBytes: the cache never holds more than its byte
+// budget, evicts the least recently used values first, keeps its count
+// right when a key is replaced, and does not keep a value larger than the
+// whole budget.
+func TestCacheBoundedInBytes(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	const kib = 1 << 10
+	c := newCache(1000, 4*(kib+entryOverhead+64), time.Minute, clk)
+	itemN := func(i int) item {
+		return item{typ: spec.SecretsManager, region: "us-east-1", name: fmt.Sprintf("s%d", i), version: "v1"}
+	}
+	val := func(n int) value { return value{data: []byte(strings.Repeat("x", n)), version: "v1"} }
+
+	for i := range 10 {
+		c.put("role", itemN(i), val(kib))
+		if b := c.bytes.Load(); b > c.maxBytes {
+			t.Fatalf("after %d puts: %d bytes cached, over the budget of %d", i+1, b, c.maxBytes)
+		}
+	}
+	for i := range 10 {
+		_, ok := c.get("role", itemN(i))
+		if want := i >= 6; ok != want {
+			t.Errorf("s%d cached: %v, want %v (the 4 most recent fit)", i, ok, want)
+		}
+	}
+
+	// Replacing a key counts it once.
+	before := c.bytes.Load()
+	for range 5 {
+		c.put("role", itemN(9), val(kib))
+	}
+	if c.bytes.Load() != before {
+		t.Errorf("replacing a value changed the count: %d -> %d", before, c.bytes.Load())
+	}
+
+	// A value larger than the budget is served but not kept, and does not
+	// flush the cache.
+	c.put("role", itemN(100), val(5*kib))
+	if _, ok := c.get("role", itemN(100)); ok {
+		t.Error("a value larger than the cache was kept")
+	}
+	if _, ok := c.get("role", itemN(9)); !ok {
+		t.Error("a value too large to keep evicted the others")
+	}
+
+	// Every entry gone: nothing counted.
+	c.lru.Clear()
+	if b := c.bytes.Load(); b != 0 {
+		t.Errorf("%d bytes counted in an empty cache", b)
+	}
+}
