@@ -111,6 +111,8 @@ func (sharedIdentity) For(context.Context, *spec.Spec) (*identity.Identity, erro
 	return &identity.Identity{Key: "arn:aws:iam::123456789012:role/bench", Credentials: motoserver.Credentials()}, nil
 }
 
+func (sharedIdentity) Forget(string) {}
+
 // benchObjects is the objects attribute of a class with n secrets.
 func benchObjects(n int) string {
 	var b strings.Builder

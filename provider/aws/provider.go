@@ -23,6 +23,8 @@ type Regions interface {
 // *identity.Resolver implements it.
 type Identities interface {
 	For(ctx context.Context, s *spec.Spec) (*identity.Identity, error)
+	// Forget drops the cached credentials of an identity AWS refused.
+	Forget(key string)
 }
 
 // Fetcher fetches objects. *store.Store implements it.
@@ -74,6 +76,10 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 		Objects: s.Objects, Current: req.CurrentVersions,
 	})
 	if err != nil {
+		var fe *store.FetchError
+		if errors.As(err, &fe) && fe.CredentialsRejected() {
+			p.identities.Forget(id.Key)
+		}
 		return nil, err
 	}
 	return &server.MountResult{Files: res.Files, Versions: res.Versions}, nil

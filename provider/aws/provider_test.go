@@ -3,8 +3,12 @@ package aws_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -27,12 +31,17 @@ const region = "eu-west-1"
 
 // staticIdentity stands in for IRSA: the identity package has its own
 // tests against moto's STS; here the point is the wiring.
-type staticIdentity struct{ calls int }
+type staticIdentity struct {
+	calls  int
+	forgot []string
+}
 
 func (s *staticIdentity) For(context.Context, *spec.Spec) (*identity.Identity, error) {
 	s.calls++
 	return &identity.Identity{Key: "test", Credentials: motoserver.Credentials()}, nil
 }
+
+func (s *staticIdentity) Forget(key string) { s.forgot = append(s.forgot, key) }
 
 func seed(t *testing.T, endpoint string) {
 	t.Helper()
@@ -161,5 +170,45 @@ func TestMountRegionFromNode(t *testing.T) {
 	_, err = p.Mount(t.Context(), &server.MountRequest{Attributes: attrs, Permission: 0o644})
 	if !errors.Is(err, server.ErrInvalidParameters) || !strings.Contains(err.Error(), `region is "`+region+`"`) {
 		t.Errorf("ARN in another region than the node's: %v", err)
+	}
+}
+
+// TestMountForgetsRejectedCredentials: when the store refuses the
+// credentials themselves (expired, unknown, or denied), the identity's
+// cached credentials are dropped so that the next mount gets new ones;
+// other failures keep them.
+func TestMountForgetsRejectedCredentials(t *testing.T) {
+	tests := []struct {
+		code   string
+		forget bool
+	}{
+		{"ExpiredTokenException", true},
+		{"UnrecognizedClientException", true},
+		{"AccessDeniedException", true},
+		{"ResourceNotFoundException", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.code, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = fmt.Fprintf(w, `{"__type":%q,"message":"no"}`, tc.code)
+			}))
+			t.Cleanup(srv.Close)
+			ids := &staticIdentity{}
+			p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, nil), ids,
+				store.New(store.Config{Endpoint: srv.URL, MaxBackoff: time.Millisecond}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Mount(t.Context(), &server.MountRequest{
+				Attributes: map[string]string{"objects": "- {objectName: app/db, objectType: secretsmanager}"}, Permission: 0o644})
+			if err == nil {
+				t.Fatal("Mount succeeded against a refusing store")
+			}
+			if forgot := len(ids.forgot) == 1 && ids.forgot[0] == "test"; forgot != tc.forget {
+				t.Errorf("forgot %v after %s, want forgotten: %v", ids.forgot, tc.code, tc.forget)
+			}
+		})
 	}
 }

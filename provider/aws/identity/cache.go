@@ -101,6 +101,13 @@ func (c *cache) store(key string, creds aws.Credentials) {
 	c.entries[key] = creds
 }
 
+// drop forgets the credentials of key: the next get fetches new ones.
+func (c *cache) drop(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, key)
+}
+
 // provider serves one set of credentials. Its String redacts them.
 type provider struct {
 	creds aws.Credentials

@@ -152,6 +152,14 @@ func (r *Resolver) For(ctx context.Context, s *spec.Spec) (*Identity, error) {
 	return r.irsa(ctx, s)
 }
 
+// Forget drops the cached credentials of the identity key (Identity.Key),
+// after AWS refused them (expired, unknown, or denied): the next mount of
+// that identity gets new ones instead of failing with the same credentials
+// until they expire.
+func (r *Resolver) Forget(key string) {
+	r.cache.drop(key)
+}
+
 // token returns the token for audience, or an error saying how to get one.
 func token(s *spec.Spec, audience string) (string, error) {
 	if t := s.Tokens[audience]; t != "" {

@@ -254,3 +254,21 @@ func TestPodIdentityErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestForget: credentials AWS refused are dropped; the next mount of the
+// identity asks again.
+func TestForget(t *testing.T) {
+	a := newAgent(t, time.Now().Add(time.Hour))
+	r := New(Config{PodIdentityEndpointIPv4: a.url}, &fakeServiceAccounts{})
+	id, err := r.For(t.Context(), podSpec("ns", "sa", spec.AddressIPv4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.For(t.Context(), podSpec("ns", "sa", spec.AddressIPv4)); err != nil || a.calls.Load() != 1 {
+		t.Fatalf("second mount: %v, %d agent calls, want 1", err, a.calls.Load())
+	}
+	r.Forget(id.Key)
+	if _, err := r.For(t.Context(), podSpec("ns", "sa", spec.AddressIPv4)); err != nil || a.calls.Load() != 2 {
+		t.Errorf("after Forget: %v, %d agent calls, want 2", err, a.calls.Load())
+	}
+}

@@ -22,12 +22,12 @@ func assemble(objects []spec.Object, used []item, vals map[item]value, fails map
 			if f == nil {
 				f = failure(KindInternal, "not fetched")
 			}
-			errs = append(errs, ObjectError{FileName: o.FileName, Kind: f.kind, Reason: f.reason})
+			errs = append(errs, ObjectError{FileName: o.FileName, Kind: f.kind, Reason: f.reason, Code: f.code})
 			continue
 		}
 		files, err := filesOf(o, v)
 		if err != nil {
-			errs = append(errs, ObjectError{FileName: o.FileName, Kind: err.kind, Reason: err.reason})
+			errs = append(errs, ObjectError{FileName: o.FileName, Kind: err.kind, Reason: err.reason, Code: err.code})
 			continue
 		}
 		res.Files = append(res.Files, files...)

@@ -95,6 +95,9 @@ type ObjectError struct {
 	FileName string
 	Kind     Kind
 	Reason   string
+	// Code is the AWS error code of the failure, "" when there was none
+	// (a timeout, an unreachable store, a bad JMESPath).
+	Code string
 }
 
 // FetchError aggregates the per-object failures of one Fetch, one line per
@@ -155,6 +158,7 @@ func (e *FetchError) kinds() []Kind {
 type objectFailure struct {
 	kind   Kind
 	reason string
+	code   string // the AWS error code, if any
 }
 
 func (f *objectFailure) Error() string { return string(f.kind) + ": " + f.reason }
@@ -166,7 +170,7 @@ func failure(kind Kind, format string, args ...any) *objectFailure {
 // AWS error codes by kind.
 var (
 	notFoundCodes = []string{"ResourceNotFoundException", "ParameterNotFound", "ParameterVersionNotFound", "InvalidParameters"}
-	deniedCodes   = []string{"AccessDeniedException", "AccessDenied", "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException", "DecryptionFailure", "KMSAccessDeniedException"}
+	deniedCodes   = []string{"AccessDeniedException", "AccessDenied", "UnrecognizedClientException", "InvalidClientTokenId", "InvalidSignatureException", "ExpiredTokenException", "ExpiredToken", "DecryptionFailure", "KMSAccessDeniedException"}
 )
 
 // classify turns an SDK error into a failure. The reason names the AWS error
@@ -210,16 +214,37 @@ func classify(ctx context.Context, err error) *objectFailure {
 // codeFailure classifies an AWS error code, from an error answer or from
 // the per-secret errors of BatchGetSecretValue.
 func codeFailure(code string) *objectFailure {
+	var f *objectFailure
 	switch {
 	case slices.Contains(notFoundCodes, code):
-		return failure(KindNotFound, "%s", code)
+		f = failure(KindNotFound, "%s", code)
 	case slices.Contains(deniedCodes, code):
-		return failure(KindDenied, "%s", code)
+		f = failure(KindDenied, "%s", code)
 	case isThrottleCode(code):
-		return failure(KindThrottled, "%s", code)
+		f = failure(KindThrottled, "%s", code)
 	default:
-		return failure(KindInternal, "%s", code)
+		f = failure(KindInternal, "%s", code)
 	}
+	f.code = code
+	return f
+}
+
+// rejectedCredentialsCodes are the AWS error codes of a call refused for
+// its credentials: expired, unknown, or no longer allowed (a changed trust
+// policy or session tags). New credentials may succeed where these fail.
+var rejectedCredentialsCodes = []string{
+	"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException",
+	"AccessDenied", "AccessDeniedException",
+}
+
+// CredentialsRejected reports whether an object failed because the store
+// refused the request's credentials (ExpiredToken, InvalidClientTokenId,
+// AccessDenied and their JSON-protocol names): the caller should drop
+// them from any cache and get new ones for the next attempt.
+func (e *FetchError) CredentialsRejected() bool {
+	return slices.ContainsFunc(e.Objects, func(o ObjectError) bool {
+		return slices.Contains(rejectedCredentialsCodes, o.Code)
+	})
 }
 
 // isThrottleCode uses the SDK's own list of throttling codes.
