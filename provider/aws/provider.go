@@ -71,7 +71,7 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 		return nil, err
 	}
 	res, err := p.store.Fetch(ctx, &store.Request{
-		Identity: id.Key, Credentials: id.Credentials,
+		Identity: id.Key, Credentials: id.Credentials, FailoverCredentials: id.FailoverCredentials,
 		Region: s.Region, FailoverRegion: s.FailoverRegion,
 		Objects: s.Objects, Current: req.CurrentVersions,
 	})

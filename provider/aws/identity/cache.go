@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,11 +102,35 @@ func (c *cache) store(key string, creds aws.Credentials) {
 	c.entries[key] = creds
 }
 
-// drop forgets the credentials of key: the next get fetches new ones.
-func (c *cache) drop(key string) {
+// dropIdentity forgets the credentials of key and of key@<region> for every
+// region: the next get fetches new ones.
+func (c *cache) dropIdentity(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.entries, key)
+	for k := range c.entries {
+		if k == key || strings.HasPrefix(k, key+"@") {
+			delete(c.entries, k)
+		}
+	}
+}
+
+// lazyProvider fetches its credentials when first asked (and from the
+// cache after): the failover region's, needed only when that region is.
+type lazyProvider struct {
+	region string
+	get    func(context.Context) (aws.Credentials, error)
+}
+
+var _ aws.CredentialsProvider = lazyProvider{}
+
+// Retrieve returns the credentials, fetching them if they are not cached.
+func (p lazyProvider) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	return p.get(ctx)
+}
+
+// String names the provider; it holds no credentials.
+func (p lazyProvider) String() string {
+	return "credentials{from the STS of " + p.region + " on first use}"
 }
 
 // provider serves one set of credentials. Its String redacts them.

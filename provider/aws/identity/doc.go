@@ -12,5 +12,11 @@
 // A Resolver caches the credentials of each identity until shortly before
 // they expire and collapses concurrent requests for the same identity, so a
 // node makes one exchange per identity per credential lifetime, not one per
-// mount. Tokens and credentials never appear in errors or in String().
+// mount. An IRSA identity is a service account and its role, shared by the
+// service account's pods; an EKS Pod Identity identity is one pod, since
+// the agent tags its credentials with the pod. IRSA credentials come from
+// the STS of the mount's region; those of a class's failover region from
+// that region's STS, when first used. Credentials AWS refuses are dropped
+// with Forget. Every error carries its gRPC code (see errors.go). Tokens and
+// credentials never appear in errors or in String().
 package identity

@@ -129,6 +129,11 @@ type Identity struct {
 	Key string
 	// Credentials serves the identity's cached credentials.
 	Credentials aws.CredentialsProvider
+	// FailoverCredentials, when not nil, serves the credentials for the
+	// class's failover region, from that region's STS, fetched on first
+	// use. nil means Credentials serve every region (EKS Pod Identity:
+	// the node's agent is not regional).
+	FailoverCredentials aws.CredentialsProvider
 }
 
 // String names the identity without its credentials.
@@ -153,11 +158,12 @@ func (r *Resolver) For(ctx context.Context, s *spec.Spec) (*Identity, error) {
 }
 
 // Forget drops the cached credentials of the identity key (Identity.Key),
+// from every region's STS,
 // after AWS refused them (expired, unknown, or denied): the next mount of
 // that identity gets new ones instead of failing with the same credentials
 // until they expire.
 func (r *Resolver) Forget(key string) {
-	r.cache.drop(key)
+	r.cache.dropIdentity(key)
 }
 
 // token returns the token for audience, or an error saying how to get one.

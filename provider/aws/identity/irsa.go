@@ -1,7 +1,9 @@
 package identity
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -28,7 +30,11 @@ const (
 var invalidSessionChars = regexp.MustCompile(`[^\w+=,.@-]`)
 
 // irsa exchanges the pod's sts.amazonaws.com token for the role its service
-// account is annotated with.
+// account is annotated with, at the STS of the mount's region. With a
+// failover region, the failover region's calls are signed with credentials
+// from that region's STS, asked for when first used; and when the mount's
+// region's STS cannot be reached, the failover region's STS serves the
+// mount's region too (STS credentials are valid in every region).
 func (r *Resolver) irsa(ctx context.Context, s *spec.Spec) (*Identity, error) {
 	tok, err := token(s, AudienceSTS)
 	if err != nil {
@@ -42,20 +48,33 @@ func (r *Resolver) irsa(ctx context.Context, s *spec.Spec) (*Identity, error) {
 	// one service account must not be served from cache to another.
 	key := "irsa:" + s.Namespace + "/" + s.ServiceAccount + ":" + roleARN
 	session := sessionName(s.PodName)
-	creds, err := r.cache.get(ctx, key, func(ctx context.Context) (aws.Credentials, error) {
-		return r.assumeRole(ctx, s.Region, roleARN, session, tok)
-	})
+	exchange := func(ctx context.Context, region string) (aws.Credentials, error) {
+		region = cmp.Or(region, globalSTSRegion)
+		return r.cache.get(ctx, key+"@"+region, func(ctx context.Context) (aws.Credentials, error) {
+			return r.assumeRole(ctx, region, roleARN, session, tok)
+		})
+	}
+	creds, err := exchange(ctx, s.Region)
+	if err != nil && s.FailoverRegion != "" && errors.Is(err, server.ErrUnavailable) {
+		if fcreds, ferr := exchange(ctx, s.FailoverRegion); ferr == nil {
+			creds, err = fcreds, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &Identity{Key: key, Credentials: provider{creds: creds}}, nil
+	id := &Identity{Key: key, Credentials: provider{creds: creds}}
+	if s.FailoverRegion != "" {
+		region := s.FailoverRegion
+		id.FailoverCredentials = lazyProvider{region: region, get: func(ctx context.Context) (aws.Credentials, error) {
+			return exchange(ctx, region)
+		}}
+	}
+	return id, nil
 }
 
 // assumeRole calls STS AssumeRoleWithWebIdentity. Errors never carry tok.
 func (r *Resolver) assumeRole(ctx context.Context, region, roleARN, session, tok string) (aws.Credentials, error) {
-	if region == "" {
-		region = globalSTSRegion
-	}
 	client := r.stsClient(region)
 	out, err := client.AssumeRoleWithWebIdentity(ctx, &sts.AssumeRoleWithWebIdentityInput{
 		RoleArn:          aws.String(roleARN),
@@ -63,7 +82,7 @@ func (r *Resolver) assumeRole(ctx context.Context, region, roleARN, session, tok
 		WebIdentityToken: aws.String(tok),
 	})
 	if err != nil {
-		return aws.Credentials{}, fmt.Errorf("assuming role %s with web identity: %w", roleARN, server.Mark(redact(err, tok), stsKind(err)))
+		return aws.Credentials{}, fmt.Errorf("assuming role %s with web identity at the STS of %s: %w", roleARN, region, server.Mark(redact(err, tok), stsKind(err)))
 	}
 	c := out.Credentials
 	if c == nil || c.AccessKeyId == nil || c.SecretAccessKey == nil || c.Expiration == nil {

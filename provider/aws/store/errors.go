@@ -187,6 +187,16 @@ func classify(ctx context.Context, err error) *objectFailure {
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		return failure(KindCanceled, "canceled")
 	}
+	// Credentials asked for on first use (the failover region's) may fail
+	// inside the call; their error says what its code is.
+	switch {
+	case errors.Is(err, server.ErrPermissionDenied):
+		return failure(KindDenied, "credentials refused")
+	case errors.Is(err, server.ErrUnavailable):
+		return failure(KindUnavailable, "credentials unavailable")
+	case errors.Is(err, server.ErrFailedPrecondition):
+		return failure(KindInvalid, "credentials not obtainable")
+	}
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
 		if f := codeFailure(apiErr.ErrorCode()); f.kind != KindInternal {

@@ -37,12 +37,16 @@ type fakeAWS struct {
 
 // fakeCall is one request the fake received.
 type fakeCall struct {
-	Region string
-	Target string // e.g. "secretsmanager.BatchGetSecretValue"
-	Names  []string
+	Region    string
+	Target    string // e.g. "secretsmanager.BatchGetSecretValue"
+	Names     []string
+	AccessKey string // the access key id that signed the call
 }
 
-var regionRE = regexp.MustCompile(`Credential=[^/]+/[^/]+/([^/]+)/`)
+var (
+	regionRE    = regexp.MustCompile(`Credential=[^/]+/[^/]+/([^/]+)/`)
+	accessKeyRE = regexp.MustCompile(`Credential=([^/]+)/`)
+)
 
 func newFakeAWS(t testing.TB) *fakeAWS {
 	t.Helper()
@@ -63,6 +67,9 @@ func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
 	call := fakeCall{Target: r.Header.Get("X-Amz-Target")}
 	if m := regionRE.FindStringSubmatch(r.Header.Get("Authorization")); m != nil {
 		call.Region = m[1]
+	}
+	if m := accessKeyRE.FindStringSubmatch(r.Header.Get("Authorization")); m != nil {
+		call.AccessKey = m[1]
 	}
 	call.Names = append(append([]string{}, body.SecretIDList...), body.Names...)
 	if body.SecretID != "" {

@@ -31,8 +31,9 @@ var _ secretsAPI = (*secretsmanager.Client)(nil)
 // within the budget of its identity in region.
 func (s *Store) smOptions(req *Request, region string) func(*secretsmanager.Options) {
 	retryer := s.retryerFor(req.Identity, region)
+	creds := req.credentialsFor(region)
 	return func(o *secretsmanager.Options) {
-		o.Credentials = req.Credentials
+		o.Credentials = creds
 		o.Retryer = retryer
 	}
 }

@@ -24,9 +24,10 @@ func (s *Store) getParameters(ctx context.Context, req *Request, api parametersA
 	for i, it := range items {
 		names[i] = it.ssmName()
 	}
-	retryer := s.retryerFor(req.Identity, items[0].region)
+	region := items[0].region
+	retryer, creds := s.retryerFor(req.Identity, region), req.credentialsFor(region)
 	out, err := api.GetParameters(ctx, &ssm.GetParametersInput{Names: names, WithDecryption: aws.Bool(true)},
-		func(o *ssm.Options) { o.Credentials, o.Retryer = req.Credentials, retryer })
+		func(o *ssm.Options) { o.Credentials, o.Retryer = creds, retryer })
 	if err != nil {
 		return err
 	}

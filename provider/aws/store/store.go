@@ -145,6 +145,10 @@ type Request struct {
 	// Credentials sign the calls. Pass a cached provider
 	// (aws.NewCredentialsCache): the store does not wrap it.
 	Credentials aws.CredentialsProvider
+	// FailoverCredentials, when set, sign the calls to FailoverRegion
+	// instead (credentials from that region's STS); asked only when the
+	// failover region is used.
+	FailoverCredentials aws.CredentialsProvider
 	// Region is the primary region; FailoverRegion ("" for none) is tried
 	// once for objects the primary region could not serve.
 	Region, FailoverRegion string
@@ -162,6 +166,14 @@ type Request struct {
 type Result struct {
 	Files    []server.File
 	Versions []server.ObjectVersion
+}
+
+// credentialsFor returns the credentials that sign calls to region.
+func (r *Request) credentialsFor(region string) aws.CredentialsProvider {
+	if region == r.FailoverRegion && r.FailoverCredentials != nil {
+		return r.FailoverCredentials
+	}
+	return r.Credentials
 }
 
 func (r *Request) validate() error {
