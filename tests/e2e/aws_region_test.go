@@ -27,7 +27,9 @@ const regionLabel = "topology.kubernetes.io/region"
 // through the real API server with the provider's RBAC (get pods, nodes).
 // A node without the label fails the first publish with FailedPrecondition
 // naming the fix, and is read again once labelled. The jmesPath alias
-// "db/password" is the file db_password, as the existing provider names it.
+// "db/password" is the file db_password, as the existing provider names it,
+// and the object's keys are read as its decoder reads them: in any case,
+// unknown keys ignored.
 func TestAWSProviderNodeRegion(t *testing.T) {
 	n := startNode(t, nodeOptions{})
 	s := n.s
@@ -83,11 +85,12 @@ func TestAWSProviderNodeRegion(t *testing.T) {
 		Spec: secretsstorev1.SecretProviderClassSpec{
 			Provider: "aws",
 			Parameters: map[string]string{"objects": `
-- objectName: app/db
-  objectType: secretsmanager
+- ObjectName: app/db
+  objecttype: secretsmanager
+  objectTemplate: ignored-by-the-existing-provider
   jmesPath:
-  - path: password
-    objectAlias: db/password
+  - Path: password
+    ObjectAlias: db/password
 `},
 		},
 	}
