@@ -118,6 +118,9 @@ func setup(tb *maintb.TB) *suite {
 		CRDDirectoryPaths: []string{filepath.Join(s.repo, "deploy", "crds")},
 		AuditLog:          true,
 		ControllerManager: true,
+		// The built-in admin, edit and view roles take in the aggregated
+		// roles deploy/ ships (TestAggregatedRoles).
+		Controllers: []string{"clusterrole-aggregation-controller"},
 	})
 	scheme := k8sruntime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), secretsstorev1.AddToScheme(scheme)); err != nil {
