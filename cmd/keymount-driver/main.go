@@ -166,17 +166,23 @@ func run(ctx context.Context, cfg *config) error {
 
 // serveHealth serves h on addr until the returned func is called.
 func serveHealth(ctx context.Context, addr string, h http.Handler) (func(), error) {
+	return serveHTTP(ctx, "--health-addr", addr, "health checks", h)
+}
+
+// serveHTTP serves h on addr until the returned func is called; setting
+// names the flag that chose addr, what names the service in the log.
+func serveHTTP(ctx context.Context, setting, addr, what string, h http.Handler) (func(), error) {
 	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--health-addr %s: %w", addr, err)
+		return nil, fmt.Errorf("%s %s: %w", setting, addr, err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "health server stopped")
+			klog.ErrorS(err, "HTTP server stopped", "serving", what)
 		}
 	}()
-	klog.InfoS("serving health checks", "addr", l.Addr().String())
+	klog.InfoS("serving "+what, "addr", l.Addr().String())
 	return func() { _ = srv.Close() }, nil
 }
 

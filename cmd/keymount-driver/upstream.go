@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"strconv"
-	"time"
 
 	logsapi "k8s.io/component-base/logs/api/v1"
 	logsjson "k8s.io/component-base/logs/json"
@@ -108,22 +105,11 @@ func (u *upstream) servePprof(ctx context.Context) (func(), error) {
 		return func() {}, nil
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(u.pprofPort))
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--enable-pprof on %s (--pprof-port): %w", addr, err)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "pprof server stopped")
-		}
-	}()
-	klog.InfoS("serving pprof", "addr", l.Addr().String())
-	return func() { _ = srv.Close() }, nil
+	return serveHTTP(ctx, "--enable-pprof (--pprof-port)", addr, "pprof", mux)
 }

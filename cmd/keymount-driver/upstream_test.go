@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -124,4 +127,39 @@ func TestJSONLogsRedactBodies(t *testing.T) {
 	if !published {
 		t.Errorf("no JSON line for the published volume in:\n%s", out)
 	}
+}
+
+// TestPprofOnLoopback: --enable-pprof serves Go's pprof index on
+// 127.0.0.1:--pprof-port, and nothing when off.
+func TestPprofOnLoopback(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, ok := l.Addr().(*net.TCPAddr)
+	_ = l.Close()
+	if !ok {
+		t.Fatalf("%v is not a TCP address", l.Addr())
+	}
+	port := addr.Port
+	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--enable-pprof", "--pprof-port=" + strconv.Itoa(port)})
+	stop, err := cfg.upstream.servePprof(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/debug/pprof/") //nolint:noctx // a test request
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("pprof index: %s", resp.Status)
+	}
+	off := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), nil)
+	stopOff, err := off.upstream.servePprof(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOff()
 }
