@@ -83,11 +83,8 @@ func TestDriverSIGKILLedDuringRepublishes(t *testing.T) {
 	var delay atomic.Int64
 	b.prov.set(func(context.Context, *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
 		if p := armed.Swap(nil); p != nil {
-			d := time.Duration(delay.Load())
-			go func() {
-				time.Sleep(d) // chooses the kill point; nothing waits on it
-				_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			}()
+			// The delay chooses the kill point; nothing waits on it.
+			time.AfterFunc(time.Duration(delay.Load()), func() { _ = p.cmd.Process.Signal(syscall.SIGKILL) })
 		}
 		return respond(filesOf(crashFiles(int(version.Load())))...), nil
 	})

@@ -75,11 +75,7 @@ func (n *Node) StartDriver(tb testing.TB) {
 // and starts it again.
 func (n *Node) RestartDriver(t testing.TB) {
 	t.Helper()
-	n.mu.Lock()
-	p := n.driver
-	n.driver = nil
-	n.mu.Unlock()
-	p.stop(t)
+	n.take(&n.driver).stop(t)
 	n.StartDriver(t)
 }
 

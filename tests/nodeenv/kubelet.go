@@ -105,11 +105,7 @@ func (n *Node) runKubelet(tb testing.TB) {
 // again. Running containers are not touched by a kubelet restart.
 func (n *Node) RestartKubelet(t testing.TB) {
 	t.Helper()
-	n.mu.Lock()
-	p := n.kubelet
-	n.kubelet = nil
-	n.mu.Unlock()
-	p.stop(t)
+	n.take(&n.kubelet).stop(t)
 	n.runKubelet(t)
 	n.waitNodeReady(t)
 }

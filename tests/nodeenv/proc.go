@@ -49,6 +49,15 @@ func (n *Node) start(tb testing.TB, name, binary string, env []string, args ...s
 	return &proc{name: name, p: p}
 }
 
+// take empties one of the node's process slots and returns what it held.
+func (n *Node) take(slot **proc) *proc {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := *slot
+	*slot = nil
+	return p
+}
+
 // stop stops p (SIGTERM, then SIGKILL after stopGrace), reporting a process
 // that had died, failed or had to be killed.
 func (p *proc) stop(tb testing.TB) {
