@@ -96,29 +96,29 @@ build: ## Build the binaries (static, -trimpath) into ./bin/
 
 .PHONY: test
 test: require-root verify lint k8s-env ## Everything CI runs: verify, lint, the control plane, then go test -race of every package (needs root)
-	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' $(GO) test $(TEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./...
 
 .PHONY: test-unit
 test-unit: require-root ## Unit tests only: go test -race of every package outside tests/ (needs root)
-	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v '^github.com/keymount/keymount/tests/')
+	GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) $$($(GO) list ./... | grep -v '^github.com/keymount/keymount/tests/')
 
 .PHONY: test-sanity
 test-sanity: require-root ## CSI conformance: csi-sanity against the driver over a real socket (needs root)
 	@if [[ ! -d tests/sanity ]]; then echo 'test-sanity: tests/sanity does not exist yet' >&2; exit 1; fi
-	$(GO) test $(TEST_FLAGS) ./tests/sanity/...
+	GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./tests/sanity/...
 
 .PHONY: test-integration
 test-integration: k8s-env ## Integration tests against a real kube-apiserver + etcd (tests/k8senv, tests/integration)
-	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' $(GO) test $(TEST_FLAGS) $$(for d in tests/k8senv tests/integration; do if [[ -d $$d ]]; then echo ./$$d/...; fi; done)
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) $$(for d in tests/k8senv tests/integration; do if [[ -d $$d ]]; then echo ./$$d/...; fi; done)
 
 .PHONY: test-e2e
 test-e2e: require-root k8s-env ## End-to-end tests: the kubelet-emulating harness against the real API server (needs root)
 	@if [[ ! -d tests/e2e ]]; then echo 'test-e2e: tests/e2e does not exist yet' >&2; exit 1; fi
-	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' $(GO) test $(TEST_FLAGS) ./tests/e2e/...
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./tests/e2e/...
 
 .PHONY: test-node
 test-node: require-root k8s-env ## The real-node tier: kubelet + containerd + runc run pods that read their secrets through keymount (needs root)
-	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' $(GO) test $(TEST_FLAGS) ./tests/nodeenv/... ./tests/node/...
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./tests/nodeenv/... ./tests/node/...
 
 # k8s-env: install etcd, containerd, runc and the CNI plugins (Debian, never
 # started as services) and build kube-apiserver, kube-controller-manager and
