@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,5 +69,42 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run() after cancel = %v, want nil", err)
+	}
+}
+
+// TestAPIRateLimits: the API client's rate limits come from the flags, with
+// defaults far above client-go's 5 a second and 10 at once.
+func TestAPIRateLimits(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	const kc = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:6443'}}]\n" +
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {token: x}}]\n"
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args  []string
+		qps   float32
+		burst int
+	}{
+		{nil, defaultKubeQPS, defaultKubeBurst},
+		{[]string{"--kube-api-qps=7.5", "--kube-api-burst=30"}, 7.5, 30},
+	} {
+		cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), append(tc.args, "--kubeconfig="+kubeconfig))
+		rc, err := restConfig(cfg)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if rc.QPS != tc.qps || rc.Burst != tc.burst {
+			t.Errorf("%q: QPS %v burst %d, want %v and %d", tc.args, rc.QPS, rc.Burst, tc.qps, tc.burst)
+		}
+	}
+	if defaultKubeQPS < 50 || defaultKubeBurst < 200 {
+		t.Errorf("default rate limits %d/%d do not fit a node where hundreds of pods start at once", defaultKubeQPS, defaultKubeBurst)
+	}
+	for _, bad := range []string{"--kube-api-qps=0", "--kube-api-burst=-1"} {
+		cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{bad, "--kubeconfig=" + kubeconfig})
+		if _, err := restConfig(cfg); err == nil || !strings.Contains(err.Error(), strings.SplitN(bad, "=", 2)[0]) {
+			t.Errorf("%s: error %v, want one naming the flag", bad, err)
+		}
 	}
 }
