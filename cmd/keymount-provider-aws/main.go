@@ -14,13 +14,12 @@ import (
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
+	"github.com/keymount/keymount/provider/aws/kubeclient"
 	"github.com/keymount/keymount/provider/aws/noderegion"
 	"github.com/keymount/keymount/provider/aws/store"
 	"github.com/keymount/keymount/provider/server"
@@ -78,17 +77,11 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 }
 
 func run(ctx context.Context, cfg *config) error {
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+	// The one Kubernetes client: service accounts, and the node (or pods)
+	// for the default region.
+	cs, err := kubeclient.New(kubeclient.Config{Kubeconfig: cfg.kubeconfig, QPS: cfg.upstream.qps, Burst: cfg.upstream.burst})
 	if err != nil {
-		return fmt.Errorf("load API server config (set --kubeconfig outside a cluster): %w", err)
-	}
-	if cfg.upstream.qps <= 0 || cfg.upstream.burst <= 0 {
-		return fmt.Errorf("--qps %v and --burst %d must be positive", cfg.upstream.qps, cfg.upstream.burst)
-	}
-	rc.QPS, rc.Burst = float32(cfg.upstream.qps), cfg.upstream.burst
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
+		return err
 	}
 	// The standard AWS environment configures the SDK (FIPS, dual-stack,
 	// AWS_ENDPOINT_URL_*, AWS_CA_BUNDLE, ...); credentials always come

@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"github.com/keymount/keymount/internal/ignoredflags"
+	"github.com/keymount/keymount/provider/aws/kubeclient"
 )
 
 // upstream holds the flags of the existing AWS provider
@@ -33,8 +34,9 @@ var ignoredAWSFlags = map[string]ignoredflags.Flag{
 func addUpstreamFlags(fs *flag.FlagSet, cfg *config) *upstream {
 	u := &upstream{}
 	fs.StringVar(&cfg.server.SocketDir, "provider-volume", cfg.server.SocketDir, "the existing provider's name of --provider-dir")
-	fs.Float64Var(&u.qps, "qps", 50, "requests a second to the API server (service accounts), sustained")
-	fs.IntVar(&u.burst, "burst", 100, "requests to the API server allowed at once above --qps")
+	fs.Float64Var(&u.qps, "qps", kubeclient.DefaultQPS, "API server requests a second, sustained (one service account read per new identity, "+
+		"one node read); the default lets 100 pods of new service accounts mount at 100 a second and more")
+	fs.IntVar(&u.burst, "burst", kubeclient.DefaultBurst, "API server requests allowed at once above --qps (a cold start of that many new identities never waits)")
 	fs.DurationVar(&cfg.podIdentityTimeout, "pod-identity-http-timeout", 0, "timeout of one request to the EKS Pod Identity agent (default 10s)")
 	u.ignored = ignoredflags.Register(fs, ignoredAWSFlags)
 	return u

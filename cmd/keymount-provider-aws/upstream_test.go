@@ -5,6 +5,8 @@ import (
 	"maps"
 	"testing"
 	"time"
+
+	"github.com/keymount/keymount/provider/aws/kubeclient"
 )
 
 // TestExistingProviderFlags: the flags of the existing AWS provider's
@@ -55,5 +57,14 @@ func TestRegionDefaults(t *testing.T) {
 	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--node-name=n2"})
 	if cfg.region != "" || cfg.nodeName != "n2" {
 		t.Errorf("region %q node %q", cfg.region, cfg.nodeName)
+	}
+}
+
+// TestRateLimitDefaults: without --qps and --burst the Kubernetes client
+// gets kubeclient's defaults, sized for a cold start of many identities.
+func TestRateLimitDefaults(t *testing.T) {
+	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), nil)
+	if cfg.upstream.qps != kubeclient.DefaultQPS || cfg.upstream.burst != kubeclient.DefaultBurst {
+		t.Errorf("qps %v burst %d, want %v and %d", cfg.upstream.qps, cfg.upstream.burst, kubeclient.DefaultQPS, kubeclient.DefaultBurst)
 	}
 }

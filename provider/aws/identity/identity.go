@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"k8s.io/utils/clock"
 
 	"github.com/keymount/keymount/provider/aws/spec"
@@ -109,6 +111,11 @@ type Resolver struct {
 	cache *cache
 	// agentHTTP sends the requests to the Pod Identity agent.
 	agentHTTP *http.Client
+
+	// stsClients holds the STS client of each region (regions are
+	// validated names, so few).
+	stsMu      sync.Mutex
+	stsClients map[string]*sts.Client
 }
 
 // New returns a Resolver that reads role annotations through sas.
@@ -118,7 +125,8 @@ func New(cfg Config, sas ServiceAccountReader) *Resolver {
 	if agentHTTP == nil {
 		agentHTTP = &http.Client{Timeout: defaultHTTPTimeout}
 	}
-	return &Resolver{cfg: cfg, sas: sas, cache: newCache(cfg.Clock, cfg.Refresh), agentHTTP: agentHTTP}
+	return &Resolver{cfg: cfg, sas: sas, cache: newCache(cfg.Clock, cfg.Refresh), agentHTTP: agentHTTP,
+		stsClients: map[string]*sts.Client{}}
 }
 
 // Identity is a resolved identity and its credentials.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/aws-sdk-go-v2/service/sts/types"
 
@@ -99,14 +101,30 @@ func (r *Resolver) assumeRole(ctx context.Context, region, roleARN, session, tok
 	}, nil
 }
 
-// stsClient returns an STS client of region from the base configuration:
-// the mount's region's STS, so that credentials for the failover region
-// come from that region's STS, as the existing provider's.
+// stsClient returns the STS client of region, built once from the base
+// configuration: the mount's region's STS, so that credentials for the
+// failover region come from that region's STS, as the existing provider's.
+// Its retryer has no client-side retry budget (the SDK's default token
+// bucket, shared by every identity using the client): a cold start of many
+// identities against a throttling STS must not run one identity's retries
+// dry because of the others'. Each exchange is still bounded by its attempts
+// and its deadline.
 func (r *Resolver) stsClient(region string) *sts.Client {
+	r.stsMu.Lock()
+	defer r.stsMu.Unlock()
+	if c, ok := r.stsClients[region]; ok {
+		return c
+	}
 	base := r.cfg.AWS.Copy()
 	base.Region = region
 	base.Credentials = nil // AssumeRoleWithWebIdentity is not signed
-	return sts.NewFromConfig(base, func(o *sts.Options) {
+	c := sts.NewFromConfig(base, func(o *sts.Options) {
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.RateLimiter = ratelimit.None
+			if base.RetryMaxAttempts > 0 {
+				so.MaxAttempts = base.RetryMaxAttempts
+			}
+		})
 		if r.cfg.HTTPClient != nil {
 			o.HTTPClient = r.cfg.HTTPClient
 		}
@@ -114,6 +132,8 @@ func (r *Resolver) stsClient(region string) *sts.Client {
 			o.BaseEndpoint = aws.String(r.cfg.STSEndpoint)
 		}
 	})
+	r.stsClients[region] = c
+	return c
 }
 
 // sessionName derives a RoleSessionName from the pod name: characters STS

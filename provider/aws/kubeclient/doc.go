@@ -1,0 +1,13 @@
+// Package kubeclient builds the AWS provider's one Kubernetes client, with
+// the client-side rate limits of its --qps and --burst flags.
+//
+// The provider reads the API server only on a cache miss: one ServiceAccount
+// GET per new identity (its eks.amazonaws.com/role-arn annotation), one Node
+// GET per node (its region label) and, without NODE_NAME, one Pod GET per
+// mount of a class without a region. It requests no tokens: kubelet passes
+// them in the volume context. client-go's own defaults (5 a second, 10 at
+// once) would hold a node where a hundred pods of new service accounts start
+// together to 5 mounts a second; [DefaultQPS] and [DefaultBurst] let a few
+// hundred new identities mount at once and keep well over 100 a second after
+// that.
+package kubeclient
