@@ -12,6 +12,14 @@
 //	path, cfg := env.KubeconfigFor(t, "system:node:node-1", []string{"system:nodes"})
 //	events := env.AuditEvents(t)
 //
+// StopAPIServer and StartAPIServer take kube-apiserver down and bring it back
+// on the same address with the same certificates (etcd keeps running), so a
+// test can prove what happens to clients while the API server is away:
+//
+//	env.StopAPIServer(t)
+//	// ... connections to env.Config.Host are refused ...
+//	env.StartAPIServer(t) // clients made before work again
+//
 // The binaries come from KUBEBUILDER_ASSETS, the directory `make k8s-env`
 // fills (hack/install-k8s.sh: kube-apiserver and kube-controller-manager
 // built from hack/k8s, etcd from Debian's etcd-server). `make test` sets the

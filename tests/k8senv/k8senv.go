@@ -54,8 +54,12 @@ type Env struct {
 	Envtest *envtest.Environment
 
 	auditLog string
+	owner    *processOwner // starts kube-apiserver again (StartAPIServer)
 
-	usersMu sync.Mutex // envtest's AddUser is not safe for concurrent use
+	// apiServerMu serializes what touches envtest's APIServer: AddUser (not
+	// safe for concurrent use), StopAPIServer and StartAPIServer.
+	apiServerMu sync.Mutex
+	stopped     *portHold // the port of a stopped kube-apiserver; nil while it runs
 }
 
 // Start starts etcd and kube-apiserver (and, with opts.ControllerManager,
@@ -110,12 +114,13 @@ func Start(t testing.TB, opts Options) *Env {
 	args.Set("advertise-address", loopback)
 	args.Set("endpoint-reconciler-type", "none")
 
-	env := &Env{Envtest: te}
+	env := &Env{Envtest: te, owner: owner}
 	if opts.AuditLog {
 		env.auditLog = configureAudit(t, dir, args)
 	}
 
 	t.Cleanup(func() {
+		env.releasePort()
 		if err := te.Stop(); err != nil {
 			t.Errorf("k8senv: stopping etcd and kube-apiserver: %v", err)
 		}
@@ -145,8 +150,8 @@ func Start(t testing.TB, opts Options) *Env {
 // is removed when the test ends.
 func (e *Env) KubeconfigFor(t testing.TB, user string, groups []string) (path string, cfg *rest.Config) {
 	t.Helper()
-	e.usersMu.Lock()
-	defer e.usersMu.Unlock()
+	e.apiServerMu.Lock()
+	defer e.apiServerMu.Unlock()
 	u, err := e.Envtest.AddUser(envtest.User{Name: user, Groups: groups}, &rest.Config{QPS: 1000, Burst: 2000})
 	if err != nil {
 		t.Fatalf("k8senv: provisioning user %q: %v", user, err)
