@@ -90,9 +90,10 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return fmt.Errorf("load the AWS SDK configuration from the environment: %w", err)
 	}
-	ids := identity.New(identity.Config{AWS: awsCfg, STSEndpoint: cfg.stsURL, PodIdentityTimeout: cfg.podIdentityTimeout},
-		identity.NewKubeServiceAccounts(cs, cfg.saTTL))
 	st := store.New(store.Config{AWS: awsCfg, Endpoint: cfg.endpoint, Freshness: cfg.freshness})
+	// The store remembers a failing region for STS too.
+	ids := identity.New(identity.Config{AWS: awsCfg, STSEndpoint: cfg.stsURL, PodIdentityTimeout: cfg.podIdentityTimeout, Outages: st},
+		identity.NewKubeServiceAccounts(cs, cfg.saTTL))
 	regions := noderegion.New(noderegion.Config{Region: cfg.region, NodeName: cfg.nodeName}, cs)
 	p, err := aws.New(regions, ids, st)
 	if err != nil {

@@ -49,9 +49,9 @@ func (r *coldRig) provider(tb testing.TB) *aws.Provider {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ids := identity.New(identity.Config{AWS: awsCfg, STSEndpoint: r.aws.url},
-		identity.NewKubeServiceAccounts(cs, identity.DefaultServiceAccountTTL))
 	st := store.New(store.Config{AWS: awsCfg, Endpoint: r.aws.url})
+	ids := identity.New(identity.Config{AWS: awsCfg, STSEndpoint: r.aws.url, Outages: st},
+		identity.NewKubeServiceAccounts(cs, identity.DefaultServiceAccountTTL))
 	p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, cs), ids, st)
 	if err != nil {
 		tb.Fatal(err)

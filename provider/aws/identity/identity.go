@@ -82,6 +82,22 @@ type Config struct {
 	Refresh time.Duration
 	// Clock decides when cached credentials are stale (default real time).
 	Clock clock.PassiveClock
+	// Outages, when set, remembers regions that failed while their
+	// failover region served (shared with the store): an exchange for a
+	// class with a failover region goes to the failover region's STS first
+	// while the mount's region is down, and a mount's region whose STS
+	// cannot be reached while the failover region's answers is reported.
+	Outages RegionOutages
+}
+
+// RegionOutages remembers regions that failed recently. *store.Store
+// implements it.
+type RegionOutages interface {
+	// RegionDown reports whether region failed recently.
+	RegionDown(region string) bool
+	// MarkRegionDown remembers that region failed while its failover
+	// region served.
+	MarkRegionDown(region string)
 }
 
 func (c Config) withDefaults() Config {

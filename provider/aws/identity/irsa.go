@@ -56,12 +56,7 @@ func (r *Resolver) irsa(ctx context.Context, s *spec.Spec) (*Identity, error) {
 			return r.assumeRole(ctx, region, roleARN, session, tok)
 		})
 	}
-	creds, err := exchange(ctx, s.Region)
-	if err != nil && s.FailoverRegion != "" && errors.Is(err, server.ErrUnavailable) {
-		if fcreds, ferr := exchange(ctx, s.FailoverRegion); ferr == nil {
-			creds, err = fcreds, nil
-		}
-	}
+	creds, err := r.exchangeWithFailover(ctx, s, exchange)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +68,30 @@ func (r *Resolver) irsa(ctx context.Context, s *spec.Spec) (*Identity, error) {
 		}}
 	}
 	return id, nil
+}
+
+// exchangeWithFailover exchanges the token at the STS of the mount's
+// region, or, when that region is remembered as down (Config.Outages), at
+// the failover region's first. When the first STS cannot be reached the
+// other serves, and a primary region that failed so is reported down.
+func (r *Resolver) exchangeWithFailover(ctx context.Context, s *spec.Spec, exchange func(context.Context, string) (aws.Credentials, error)) (aws.Credentials, error) {
+	first, second := s.Region, s.FailoverRegion
+	skipPrimary := second != "" && r.cfg.Outages != nil && r.cfg.Outages.RegionDown(first)
+	if skipPrimary {
+		first, second = second, first
+	}
+	creds, err := exchange(ctx, first)
+	if err == nil || second == "" || !errors.Is(err, server.ErrUnavailable) {
+		return creds, err
+	}
+	fcreds, ferr := exchange(ctx, second)
+	if ferr != nil {
+		return creds, err
+	}
+	if !skipPrimary && r.cfg.Outages != nil && ctx.Err() == nil {
+		r.cfg.Outages.MarkRegionDown(s.Region)
+	}
+	return fcreds, nil
 }
 
 // assumeRole calls STS AssumeRoleWithWebIdentity. Errors never carry tok.

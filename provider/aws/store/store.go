@@ -69,6 +69,13 @@ type Config struct {
 	// identity throttled or failing does not use up another's retries.
 	MaxAttempts int
 	MaxBackoff  time.Duration
+	// RegionDownFor is how long a primary region is skipped after it failed
+	// (unreachable, 5xx, timeout, or throttling an identity) while the
+	// failover region served the objects: mounts of classes with that
+	// failover region go there first, and to the primary only for what the
+	// failover region cannot serve. Afterwards the primary is tried again.
+	// Default DefaultRegionDownFor.
+	RegionDownFor time.Duration
 	// HTTPClient, when set, sends the requests instead of AWS.HTTPClient.
 	HTTPClient aws.HTTPClient
 	// Clock decides freshness; nil means the real clock.
@@ -86,6 +93,9 @@ type Store struct {
 	noBatch *lru.Cache
 	// noDescribe remembers (identity, region) pairs denied DescribeSecret.
 	noDescribe *lru.Cache
+	// down remembers when a region (identity "") or an (identity, region)
+	// pair last failed while its failover region served.
+	down *lru.Cache
 
 	// retryers holds the retryer (and so the retry budget) of each
 	// (identity, region); retryersMu makes creating one atomic.
@@ -123,6 +133,9 @@ func New(cfg Config) *Store {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = DefaultMaxBackoff
 	}
+	if cfg.RegionDownFor <= 0 {
+		cfg.RegionDownFor = DefaultRegionDownFor
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -134,6 +147,7 @@ func New(cfg Config) *Store {
 		clients:    make(map[string]*regionClients),
 		noBatch:    lru.New(noBatchSize),
 		noDescribe: lru.New(noBatchSize),
+		down:       lru.New(noBatchSize),
 	}
 }
 
@@ -194,20 +208,40 @@ func (s *Store) Fetch(ctx context.Context, req *Request) (*Result, error) {
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
-	primary := make([]item, len(req.Objects))
+	// A primary region that failed recently while the failover region
+	// served is skipped: the failover region comes first, the primary only
+	// for what it cannot serve.
+	first, second := req.Region, req.FailoverRegion
+	skipPrimary := second != "" && s.primaryDown(req)
+	if skipPrimary {
+		first, second = second, first
+	}
+	items := make([]item, len(req.Objects))
 	for i := range req.Objects {
-		primary[i] = primaryItem(&req.Objects[i], req.Region)
+		items[i] = req.itemIn(&req.Objects[i], first)
 	}
 
-	pctx, cancel := s.primaryContext(ctx, req.FailoverRegion != "")
-	vals, fails := s.fetchItems(pctx, req, primary)
+	pctx, cancel := s.primaryContext(ctx, second != "")
+	vals, fails := s.fetchItems(pctx, req, items)
 	cancel()
 
-	used := primary
-	if req.FailoverRegion != "" {
-		used = s.failover(ctx, req, primary, vals, fails)
+	used := items
+	if second != "" {
+		used = s.failover(ctx, req, items, vals, fails, second)
+		if !skipPrimary {
+			s.noteFailover(req, items, fails, used, vals)
+		}
 	}
 	return assemble(req.Objects, used, vals, fails)
+}
+
+// itemIn is object o as region knows it: its failoverObject in the failover
+// region, itself in the primary region.
+func (r *Request) itemIn(o *spec.Object, region string) item {
+	if region == r.FailoverRegion && region != r.Region {
+		return failoverItem(o, region)
+	}
+	return primaryItem(o, region)
 }
 
 // primaryContext leaves a third of the deadline for the failover region when
@@ -221,15 +255,16 @@ func (s *Store) primaryContext(ctx context.Context, failover bool) (context.Cont
 	return context.WithTimeout(ctx, budget)
 }
 
-// failover fetches, once and batched again, every object whose primary fetch
-// failed in a way another region may fix. It returns the item used per object.
-func (s *Store) failover(ctx context.Context, req *Request, primary []item, vals map[item]value, fails map[item]*objectFailure) []item {
+// failover fetches from region, once and batched again, every object whose
+// first fetch failed in a way another region may fix. It returns the item
+// used per object.
+func (s *Store) failover(ctx context.Context, req *Request, primary []item, vals map[item]value, fails map[item]*objectFailure, region string) []item {
 	used := make([]item, len(primary))
 	var retry []item
 	for i, it := range primary {
 		used[i] = it
 		if f, ok := fails[it]; ok && failoverWorthy(f) && ctx.Err() == nil {
-			used[i] = failoverItem(&req.Objects[i], req.FailoverRegion)
+			used[i] = req.itemIn(&req.Objects[i], region)
 			retry = append(retry, used[i])
 		}
 	}
