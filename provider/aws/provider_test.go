@@ -102,6 +102,11 @@ func TestMountAgainstMoto(t *testing.T) {
 	}
 }
 
+// missingARN names a secret moto does not have.
+const missingARN = "arn:aws:secretsmanager:" + region + ":123456789012:secret:missing-AbCdEf"
+
+// TestMountErrors: a mount that cannot succeed says why; a missing object
+// is named as the class names it, with the region asked.
 func TestMountErrors(t *testing.T) {
 	endpoint := motoserver.Start(t)
 	p, err := aws.New(noderegion.New(noderegion.Config{}, nil), &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
@@ -116,7 +121,12 @@ func TestMountErrors(t *testing.T) {
 	}{
 		{"bad objects", map[string]string{"objects": "- objectName: x\n  objectType: nope\n", "region": region}, server.ErrInvalidParameters, "objectType"},
 		{"no region", map[string]string{"objects": "- objectName: x\n  objectType: secretsmanager\n"}, server.ErrFailedPrecondition, "set parameters.region"},
-		{"missing secret", map[string]string{"objects": "- objectName: nope\n  objectType: secretsmanager\n", "region": region}, server.ErrNotFound, "nope"},
+		{"missing secret", map[string]string{"objects": "- objectName: nope\n  objectType: secretsmanager\n", "region": region}, server.ErrNotFound,
+			`nope: not found: ResourceNotFoundException (secretsmanager "nope" in region ` + region + `)`},
+		{"missing secret by ARN", map[string]string{"objects": "- objectName: " + missingARN + "\n  objectAlias: db\n", "region": region}, server.ErrNotFound,
+			`db: not found: ResourceNotFoundException (secretsmanager "` + missingARN + `" in region ` + region + `)`},
+		{"missing parameter", map[string]string{"objects": "- objectName: /app/nope\n  objectType: ssmparameter\n", "region": region}, server.ErrNotFound,
+			`app_nope: not found: ParameterNotFound: no such parameter, version or label (ssmparameter "/app/nope" in region ` + region + `)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,12 +22,12 @@ func assemble(objects []spec.Object, used []item, vals map[item]value, fails map
 			if f == nil {
 				f = failure(KindInternal, "not fetched")
 			}
-			errs = append(errs, ObjectError{FileName: o.FileName, Kind: f.kind, Reason: f.reason, Code: f.code})
+			errs = append(errs, objectError(o, used[i], f))
 			continue
 		}
 		files, err := filesOf(o, v)
 		if err != nil {
-			errs = append(errs, ObjectError{FileName: o.FileName, Kind: err.kind, Reason: err.reason, Code: err.code})
+			errs = append(errs, objectError(o, used[i], err))
 			continue
 		}
 		res.Files = append(res.Files, files...)
@@ -37,6 +37,15 @@ func assemble(objects []spec.Object, used []item, vals map[item]value, fails map
 		return nil, &FetchError{Objects: errs}
 	}
 	return res, nil
+}
+
+// objectError is failure f of object o, asked for as it.
+func objectError(o *spec.Object, it item, f *objectFailure) ObjectError {
+	return ObjectError{
+		FileName: o.FileName, Type: string(it.typ), Object: it.name, Region: it.region,
+		Version: it.version, Label: it.label,
+		Kind: f.kind, Reason: f.reason, Code: f.code,
+	}
 }
 
 // filesOf is the object's file plus one file per JMESPath entry.

@@ -93,8 +93,16 @@ func (k Kind) code() codes.Code {
 // short and never holds a secret value.
 type ObjectError struct {
 	FileName string
-	Kind     Kind
-	Reason   string
+	// Type, Object and Region name what was asked for last: the object's
+	// type, its name or ARN as the class writes it (its failoverObject's in
+	// the failover region), and the region asked.
+	Type    string
+	Object  string
+	Region  string
+	Version string // the version id or number asked for, if any
+	Label   string // the staging label or SSM label asked for, if any
+	Kind    Kind
+	Reason  string
 	// Code is the AWS error code of the failure, "" when there was none
 	// (a timeout, an unreachable store, a bad JMESPath).
 	Code string
@@ -113,7 +121,25 @@ func (e *FetchError) Error() string {
 	fmt.Fprintf(&b, "%d object(s) could not be fetched:", len(e.Objects))
 	for _, o := range e.Objects {
 		fmt.Fprintf(&b, "\n%s: %s: %s", o.FileName, o.Kind, o.Reason)
+		if o.Object != "" {
+			fmt.Fprintf(&b, " (%s)", o.describe())
+		}
 	}
+	return b.String()
+}
+
+// describe names the AWS object: `secretsmanager "app/db" label "blue" in
+// region eu-west-1`.
+func (o *ObjectError) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %q", o.Type, o.Object)
+	if o.Version != "" {
+		fmt.Fprintf(&b, " version %q", o.Version)
+	}
+	if o.Label != "" {
+		fmt.Fprintf(&b, " label %q", o.Label)
+	}
+	fmt.Fprintf(&b, " in region %s", o.Region)
 	return b.String()
 }
 

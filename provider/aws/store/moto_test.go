@@ -152,8 +152,13 @@ func TestFetchFromMoto(t *testing.T) {
 			{Name: "/app/str", Type: ps, FileName: "v9", Version: "9"},
 			{Name: "multi", Type: sm, FileName: "badversion", Version: "00000000-0000-0000-0000-000000000000"},
 		},
-		errCode:   codes.NotFound,
-		errSubstr: []string{"nosuch: not found", "app_nosuch: not found", "v9: not found", "badversion: not found"},
+		errCode: codes.NotFound,
+		errSubstr: []string{
+			`nosuch: not found: ResourceNotFoundException (secretsmanager "nosuch" in region ` + region + `)`,
+			`app_nosuch: not found: ParameterNotFound: no such parameter, version or label (ssmparameter "/app/nosuch" in region ` + region + `)`,
+			`v9: not found: ParameterNotFound: no such parameter, version or label (ssmparameter "/app/str" version "9" in region ` + region + `)`,
+			`badversion: not found: ResourceNotFoundException (secretsmanager "multi" version "00000000-0000-0000-0000-000000000000" in region ` + region + `)`,
+		},
 	}}
 	s := store.New(store.Config{Endpoint: f.endpoint})
 	for _, tt := range tests {

@@ -44,7 +44,7 @@ func (s *Store) getParameters(ctx context.Context, req *Request, api parametersA
 		if p, ok := byName[it.name]; ok {
 			res.values[it] = value{data: []byte(aws.ToString(p.Value)), version: strconv.FormatInt(p.Version, 10)}
 		} else if invalid[it.ssmName()] {
-			res.fails[it] = failure(KindNotFound, "no such parameter, version or label")
+			res.fails[it] = failure(KindNotFound, "ParameterNotFound: no such parameter, version or label")
 		}
 	}
 	return nil
