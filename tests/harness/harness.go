@@ -41,6 +41,13 @@ type Options struct {
 	ProviderTimeout time.Duration
 	// Namespace of the pods the harness makes up; "default" when empty.
 	Namespace string
+	// Cluster, when set, gives every driver the harness starts (Start,
+	// RestartDriver) a cluster side, as a node with an API server has: it
+	// is called before that driver starts, with a context that ends when
+	// the driver stops, and returns the driver's Cluster and the resolver
+	// it reads classes with (nil keeps the class directory). Nil: no API
+	// server, classes from ClassDir.
+	Cluster func(ctx context.Context) (driver.Cluster, class.Resolver, error)
 }
 
 func (o *Options) defaults() {
@@ -220,6 +227,12 @@ func (h *Harness) startDriver() (*runningDriver, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	deps, err := h.driverDeps(ctx, pc, vols)
+	if err != nil {
+		cancel()
+		return nil, errors.Join(err, pc.Close())
+	}
 	d, err := driver.New(driver.Config{
 		DriverName:  h.opts.DriverName,
 		Version:     "test",
@@ -228,15 +241,11 @@ func (h *Harness) startDriver() (*runningDriver, error) {
 		ProviderDir: h.ProviderDir,
 		// TargetBase stands in for kubelet's root directory.
 		KubeletRootDir: h.TargetBase,
-	}, driver.Deps{
-		Classes:   &class.FileResolver{Paths: []string{h.ClassDir}},
-		Providers: pc,
-		Volumes:   vols,
-	})
+	}, deps)
 	if err != nil {
+		cancel()
 		return nil, errors.Join(err, pc.Close())
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	r := &runningDriver{cancel: cancel, done: make(chan error, 1), providers: pc}
 	go func() { r.done <- d.Run(ctx) }()
 
@@ -252,6 +261,28 @@ func (h *Harness) startDriver() (*runningDriver, error) {
 		return nil, errors.Join(err, r.stop())
 	}
 	return r, nil
+}
+
+// driverDeps returns a driver's collaborators: classes from ClassDir and no
+// cluster side, or the cluster side Options.Cluster starts for ctx.
+func (h *Harness) driverDeps(ctx context.Context, pc *providerclient.Client, vols *volume.Manager) (driver.Deps, error) {
+	deps := driver.Deps{
+		Classes:   &class.FileResolver{Paths: []string{h.ClassDir}},
+		Providers: pc,
+		Volumes:   vols,
+	}
+	if h.opts.Cluster == nil {
+		return deps, nil
+	}
+	cl, classes, err := h.opts.Cluster(ctx)
+	if err != nil {
+		return driver.Deps{}, fmt.Errorf("start the cluster side: %w", err)
+	}
+	deps.Cluster = cl
+	if classes != nil {
+		deps.Classes = classes
+	}
+	return deps, nil
 }
 
 // SocketPath is the filesystem path of the driver's CSI socket.
