@@ -23,8 +23,9 @@ func (e *Env) StopAPIServer(t testing.TB) {
 		t.Fatal("k8senv: StopAPIServer: kube-apiserver is already stopped")
 	}
 	api := e.Envtest.ControlPlane.APIServer
-	// SIGTERM, then SIGKILL after ControlPlaneStopTimeout; envtest waits for
-	// the exit.
+	// SIGTERM (kube-apiserver drains its short requests and closes
+	// watches 2s later: see shutdown-send-retry-after in Start), SIGKILL
+	// after ControlPlaneStopTimeout; envtest waits for the exit.
 	if err := api.Stop(); err != nil {
 		t.Fatalf("k8senv: stopping kube-apiserver: %v", err)
 	}

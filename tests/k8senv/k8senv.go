@@ -113,6 +113,12 @@ func Start(t testing.TB, opts Options) *Env {
 	// loopback address, and nothing here needs those endpoints.
 	args.Set("advertise-address", loopback)
 	args.Set("endpoint-reconciler-type", "none")
+	// Stopped, kube-apiserver drains its short requests, then gives open
+	// connections (watches: informers keep them for half an hour) 2s to
+	// close, not --request-timeout's 60s, before it exits: StopAPIServer
+	// and the cleanup return in seconds. Requests arriving while it drains
+	// get 429 with Retry-After, which clients retry.
+	args.Set("shutdown-send-retry-after", "true")
 
 	env := &Env{Envtest: te, owner: owner}
 	if opts.AuditLog {
