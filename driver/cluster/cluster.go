@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -55,10 +54,12 @@ type Cluster struct {
 
 var _ driver.Cluster = (*Cluster)(nil)
 
-// Scheme returns the types the driver reads and writes.
+// Scheme returns the types the driver reads and writes: core/v1 (pods,
+// Secrets, events) and keymount's API, nothing else; every other group of
+// client-go's scheme would cost memory for nothing.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
+	if err := corev1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	if err := secretsstorev1.AddToScheme(s); err != nil {
@@ -106,13 +107,19 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 // watched lists the types the cache serves, each with its scope.
 func watched(cfg Config) map[client.Object]cache.ByObject {
 	byObject := map[client.Object]cache.ByObject{
-		&secretsstorev1.SecretProviderClass{}: {},
-		&corev1.Pod{}:                         {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.Node)},
+		&secretsstorev1.SecretProviderClass{}: {Transform: trimClass},
+		&corev1.Pod{}: {
+			Field:     fields.OneTermEqualSelector("spec.nodeName", cfg.Node),
+			Transform: podTrimmer(cfg.DriverName),
+		},
 		&secretsstorev1.SecretProviderClassPodStatus{}: {
-			Label: labels.SelectorFromSet(labels.Set{secretsstorev1.InternalNodeLabel: cfg.Node}),
+			Label:     labels.SelectorFromSet(labels.Set{secretsstorev1.InternalNodeLabel: cfg.Node}),
+			Transform: cache.TransformStripManagedFields(),
 		},
 	}
 	if cfg.SyncSecrets {
+		// Secrets keep their managed fields: secretsync reads which keys
+		// and owner references keymount's managers applied.
 		byObject[&corev1.Secret{}] = cache.ByObject{
 			Label: labels.SelectorFromSet(labels.Set{secretsync.ManagedLabel: "true"}),
 		}

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -30,12 +29,12 @@ type eventSink struct {
 }
 
 func newEventSink(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, node string) (*eventSink, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
+	core, err := typedcorev1.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("events client: %w", err)
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: core.Events("")})
 	go func() {
 		<-ctx.Done()
 		b.Shutdown()

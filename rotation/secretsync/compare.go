@@ -70,14 +70,17 @@ type owned struct {
 	data, labels, annotations []string
 }
 
-// ownedFields reads what manager owns through apply from managed fields.
-// Without managed fields (a cache may strip them) it returns nothing, and a
-// key the class stopped listing is dropped with the next apply that happens
-// for another reason.
+// ownedFields reads what manager owns through apply from managed fields,
+// counting keymount's create entry (isCreation) as FieldManager's: the
+// first write to the Secret hands it over (relabel) before it applies.
+// Without managed fields it returns nothing, and a key the class stopped
+// listing is dropped with the next apply that happens for another reason.
 func ownedFields(entries []metav1.ManagedFieldsEntry, manager string) owned {
 	var o owned
 	for _, e := range entries {
-		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != "" || e.FieldsV1 == nil {
+		applied := e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
+		created := manager == FieldManager && isCreation(e)
+		if (!applied && !created) || e.FieldsV1 == nil {
 			continue
 		}
 		var root map[string]json.RawMessage

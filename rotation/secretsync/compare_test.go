@@ -51,6 +51,10 @@ func TestUpToDate(t *testing.T) {
 		{"keymount applied a key the class dropped", current(func(s *corev1.Secret) {
 			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(FieldManager, `{"f:data":{".":{},"f:extra":{},"f:password":{}}}`)}
 		}), false},
+		{"keymount created it with a key the class dropped (not relabelled yet)", current(func(s *corev1.Secret) {
+			s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{".":{},"f:extra":{},"f:password":{}}}`)}}
+		}), false},
 		{"keymount applied a label the class dropped", current(func(s *corev1.Secret) {
 			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(FieldManager, `{"f:metadata":{"f:labels":{"f:team":{}}}}`)}
 		}), false},
@@ -81,11 +85,15 @@ func TestOwnedFields(t *testing.T) {
 	entries := []metav1.ManagedFieldsEntry{
 		applied(FieldManager, `{"f:data":{".":{},"f:a":{},"f:tls.crt":{}},"f:metadata":{"f:labels":{"f:x/y":{}},"f:annotations":{"f:n":{}}},"f:type":{}}`),
 		applied("someone", `{"f:data":{"f:b":{}}}`),
+		// keymount's create, not relabelled yet: counts as its apply.
 		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:c":{}}}`)},
+		// Another manager's update, and keymount's update of a subresource: not keymount's apply.
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:d":{}}}`)},
+		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:e":{}}}`)},
 		applied(FieldManager, `not json`),
 	}
 	got := ownedFields(entries, FieldManager)
-	want := owned{data: []string{"a", "tls.crt"}, labels: []string{"x/y"}, annotations: []string{"n"}}
+	want := owned{data: []string{"a", "tls.crt", "c"}, labels: []string{"x/y"}, annotations: []string{"n"}}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(owned{})); diff != "" {
 		t.Errorf("ownedFields (-want +got):\n%s", diff)
 	}

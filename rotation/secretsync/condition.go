@@ -33,7 +33,7 @@ const (
 
 // Event reasons, on the pod.
 const (
-	// EventSynced (Normal): a Secret was created or its data changed.
+	// EventSynced (Normal): a Secret's data changed.
 	EventSynced = "SecretSynced"
 	// EventSyncFailed (Warning): a Secret could not be synced.
 	EventSyncFailed = "SecretSyncFailed"

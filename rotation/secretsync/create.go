@@ -19,8 +19,10 @@ import (
 //
 // A create is no apply: its fields belong to an update entry of
 // FieldManager, which an apply would never take them from, so that a key
-// the class stops listing would stay. relabel then hands them to the apply
-// entries a sync by applies would have made.
+// the class stops listing would stay. The first write to the Secret after
+// it (write) therefore relabels them first, handing them to the apply
+// entries a sync by applies would have made; upToDate already counts them
+// as FieldManager's. A Secret that never changes costs its create alone.
 func (s *Syncer) create(ctx context.Context, d *desired, owners []owner, mine stamp) (result, error) {
 	annotations := maps.Clone(d.annotations)
 	maps.Copy(annotations, mine.annotations())
@@ -35,16 +37,15 @@ func (s *Syncer) create(ctx context.Context, d *desired, owners []owner, mine st
 	if err := s.c.Create(ctx, sec, client.FieldOwner(FieldManager)); err != nil {
 		return result{secret: d.name}, err
 	}
-	_, err := s.relabel(ctx, sec)
-	return result{secret: d.name, created: true}, err
+	return result{secret: d.name, created: true}, nil
 }
 
 // relabel hands the fields of the update entry keymount's create left on
 // cur to FieldManager's apply entry, and its owner references to this
 // node's manager's apply entry (see relabelled), by writing the managed
 // fields (the API server takes them as written). It returns cur as
-// written, or as it was when there is nothing to hand over. A create whose
-// relabel failed is relabelled by the next sync that reads it.
+// written, or as it was when there is nothing to hand over. write calls it
+// before it applies anything.
 func (s *Syncer) relabel(ctx context.Context, cur *corev1.Secret) (*corev1.Secret, error) {
 	entries, ok, err := relabelled(cur.ManagedFields, s.nodeManager)
 	if err != nil || !ok {

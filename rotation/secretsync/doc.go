@@ -6,10 +6,12 @@
 // A Secret keymount creates is created in one request (a create, which
 // fails when the Secret exists) with its content, its content stamp and
 // this node's owner references: it has an owner from its first moment, so
-// no failure can leave it without one. A second write hands the create's
-// fields to the managers below, as if they had applied them (the managed
-// fields are written as such: the API server takes them as written); when it
-// fails, the next sync that reads the Secret does it.
+// no failure can leave it without one. The first write after it hands the
+// create's fields to the managers below, as if they had applied them (the
+// managed fields are written as such: the API server takes them as
+// written), before it applies anything; until then the create's entry
+// counts as keymount's apply entry. A Secret that never changes thus costs
+// one write, its create.
 //
 // Every later write is a server-side apply, with force:
 //

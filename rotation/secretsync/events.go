@@ -58,7 +58,9 @@ func podReference(o *driver.Outcome) *corev1.ObjectReference {
 
 // announce emits the event of one result on the outcome's pod: a Warning for
 // a failure (a lasting one once until it is resolved, an API failure every
-// time), a Normal event when a Secret was created or its data changed.
+// time), a Normal event when a Secret's data changed. A created Secret gets
+// none: the pod status's SecretsSynced condition says it, and a first
+// publish costs no API write beyond the Secret and the status.
 // Messages name Secrets, classes and keys only.
 func (s *Syncer) announce(o *driver.Outcome, r result) {
 	k := problemKey{namespace: o.PodNamespace, secret: r.secret, class: o.Class.Name}
@@ -75,9 +77,6 @@ func (s *Syncer) announce(o *driver.Outcome, r result) {
 	switch {
 	case r.reason != "":
 		s.rec.Event(ref, corev1.EventTypeWarning, EventSyncFailed, r.message)
-	case r.created:
-		s.rec.Event(ref, corev1.EventTypeNormal, EventSynced,
-			fmt.Sprintf("Secret %q created from class %q", r.secret, o.Class.Name))
 	case len(r.changed) > 0:
 		s.rec.Event(ref, corev1.EventTypeNormal, EventSynced,
 			fmt.Sprintf("Secret %q updated from class %q: %s changed", r.secret, o.Class.Name, strings.Join(r.changed, ", ")))

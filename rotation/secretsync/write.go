@@ -110,24 +110,31 @@ func (s *Syncer) write(ctx context.Context, d *desired, cur *corev1.Secret, owne
 		return s.create(ctx, d, owners, mine)
 	}
 	r := result{secret: d.name}
+	content := !upToDate(d, cur)
+	if content {
+		if rec := recordedStamp(cur); !mine.mayReplace(rec, s.settle) {
+			r.kept = keptMessage(d.name, mine, rec, s.settle)
+			content = false
+		}
+	}
+	ownersMissing := !hasOwners(cur.OwnerReferences, owners)
+	if !content && !ownersMissing {
+		return r, nil // nothing to write
+	}
+	// The create's fields go to the apply entries before any apply.
 	cur, err := s.relabel(ctx, cur)
 	if err != nil {
 		return r, err
 	}
 	version := cur.ResourceVersion
-	if !upToDate(d, cur) {
-		rec := recordedStamp(cur)
-		if !mine.mayReplace(rec, s.settle) {
-			r.kept = keptMessage(d.name, mine, rec, s.settle)
-		} else {
-			changed := dataChanged(cur, d.data)
-			if version, err = s.applyContent(ctx, d, cur, mine); err != nil {
-				return r, err
-			}
-			r.changed = changed
+	if content {
+		changed := dataChanged(cur, d.data)
+		if version, err = s.applyContent(ctx, d, cur, mine); err != nil {
+			return r, err
 		}
+		r.changed = changed
 	}
-	if hasOwners(cur.OwnerReferences, owners) {
+	if !ownersMissing {
 		return r, nil
 	}
 	return r, s.applyOwners(ctx, d, cur, version, owners)

@@ -76,7 +76,6 @@ func TestSyncSecrets(t *testing.T) {
 	}
 	checkTLSPair(t, tlsSecret, cert, key)
 
-	n.s.waitForEvent(t, pod, corev1.EventTypeNormal, "SecretSynced", `"web-tls"`)
 	n.mustUnpublish(t, pod, "secrets")
 }
 

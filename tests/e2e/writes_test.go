@@ -65,10 +65,6 @@ func TestAPIWritesPerPublish(t *testing.T) {
 			objects: map[string][]byte{"synced": content}})
 		sec := n.s.waitForSecret(t, ns, "synced", syncedMeta("synced", pod), hasData(map[string][]byte{"synced": content}))
 		n.waitForStatusLogged(t, logFrom, pod, "synced", "pod status created", "pod status updated")
-		// The sync announces the Secret's creation with an event, which
-		// client-go sends in the background: wait for it, so that the count
-		// below holds it whatever the order.
-		n.s.waitForEvent(t, pod, corev1.EventTypeNormal, "SecretSynced", `"synced"`)
 		n.checkWrites(t, "the first publish", from, "create secrets/synced", "create "+status)
 
 		n.republishUnchanged(t, pod, "secrets", st, sec)
