@@ -40,6 +40,8 @@ type config struct {
 	saTTL      time.Duration
 
 	podIdentityTimeout time.Duration
+	enablePprof        bool
+	pprofPort          int
 	upstream           *upstream
 }
 
@@ -70,6 +72,8 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.stsURL, "sts-endpoint", "", "base endpoint of STS (testing); empty: AWS")
 	fs.DurationVar(&cfg.freshness, "freshness", 30*time.Second, "how long a fetched latest value is shared by the pods of one identity")
 	fs.DurationVar(&cfg.saTTL, "service-account-ttl", 5*time.Minute, "how long a service account's role annotation is cached")
+	fs.BoolVar(&cfg.enablePprof, "enable-pprof", false, "serve Go's pprof handlers on 127.0.0.1:--pprof-port (as keymount-driver's flag)")
+	fs.IntVar(&cfg.pprofPort, "pprof-port", 6066, "port of the pprof endpoint on 127.0.0.1")
 	cfg.upstream = addUpstreamFlags(fs, cfg)
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
 	cfg.server.Version = version
@@ -79,9 +83,17 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 func run(ctx context.Context, cfg *config) error {
 	// The one Kubernetes client: service accounts, and the node (or pods)
 	// for the default region.
-	cs, err := kubeclient.New(kubeclient.Config{Kubeconfig: cfg.kubeconfig, QPS: cfg.upstream.qps, Burst: cfg.upstream.burst})
+	cs, err := kubeclient.New(kubeclient.Config{Kubeconfig: cfg.kubeconfig, QPS: cfg.upstream.qps, Burst: cfg.upstream.burst,
+		UserAgent: "keymount-provider-aws/" + version})
 	if err != nil {
 		return err
+	}
+	if cfg.enablePprof {
+		stop, err := servePprof(ctx, cfg.pprofPort)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	// The standard AWS environment configures the SDK (FIPS, dual-stack,
 	// AWS_ENDPOINT_URL_*, AWS_CA_BUNDLE, ...); credentials always come

@@ -21,6 +21,7 @@ import (
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
 	"github.com/keymount/keymount/provider/aws/internal/motoserver"
+	"github.com/keymount/keymount/provider/aws/kubeclient/kubeclienttest"
 	"github.com/keymount/keymount/provider/aws/noderegion"
 	"github.com/keymount/keymount/provider/aws/spec"
 	"github.com/keymount/keymount/provider/aws/store"
@@ -156,7 +157,7 @@ func TestMountRegionFromNode(t *testing.T) {
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{noderegion.Label: region}}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: corev1.PodSpec{NodeName: "n1"}},
 	)
-	p, err := aws.New(noderegion.New(noderegion.Config{}, kube), &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
+	p, err := aws.New(noderegion.New(noderegion.Config{}, kubeclienttest.Wrap(kube)), &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/keymount/keymount/provider/aws/kubeclient/kubeclienttest"
 	"github.com/keymount/keymount/provider/aws/spec"
 	"github.com/keymount/keymount/provider/server"
 )
@@ -138,7 +139,7 @@ func TestServiceAccountReadCodes(t *testing.T) {
 			c.PrependReactor("get", "serviceaccounts", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tc.err
 			})
-			_, err := NewKubeServiceAccounts(c, 0).RoleARN(t.Context(), "ns", "sa")
+			_, err := NewKubeServiceAccounts(kubeclienttest.Wrap(c), 0).RoleARN(t.Context(), "ns", "sa")
 			if got := server.Code(err); got != tc.want {
 				t.Errorf("code %v, want %v: %v", got, tc.want, err)
 			}

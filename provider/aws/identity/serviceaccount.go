@@ -7,9 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/keymount/keymount/provider/aws/internal/kubeerr"
@@ -30,11 +29,17 @@ type ServiceAccountReader interface {
 	RoleARN(ctx context.Context, namespace, name string) (string, error)
 }
 
+// ServiceAccountGetter reads a service account from the API server.
+// *kubeclient.Client implements it.
+type ServiceAccountGetter interface {
+	GetServiceAccount(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error)
+}
+
 // kubeServiceAccounts reads service accounts from the API server and
 // remembers each role for ttl. Errors are not remembered: a service account
 // created or annotated after a failed mount is seen on kubelet's retry.
 type kubeServiceAccounts struct {
-	client kubernetes.Interface
+	client ServiceAccountGetter
 	ttl    time.Duration
 	clock  clock.PassiveClock
 
@@ -54,11 +59,11 @@ var _ ServiceAccountReader = (*kubeServiceAccounts)(nil)
 // NewKubeServiceAccounts returns a ServiceAccountReader that gets service
 // accounts through c, at most once per service account per ttl
 // (DefaultServiceAccountTTL when ttl <= 0).
-func NewKubeServiceAccounts(c kubernetes.Interface, ttl time.Duration) ServiceAccountReader {
+func NewKubeServiceAccounts(c ServiceAccountGetter, ttl time.Duration) ServiceAccountReader {
 	return newKubeServiceAccounts(c, ttl, clock.RealClock{})
 }
 
-func newKubeServiceAccounts(c kubernetes.Interface, ttl time.Duration, clk clock.PassiveClock) *kubeServiceAccounts {
+func newKubeServiceAccounts(c ServiceAccountGetter, ttl time.Duration, clk clock.PassiveClock) *kubeServiceAccounts {
 	if ttl <= 0 {
 		ttl = DefaultServiceAccountTTL
 	}
@@ -85,7 +90,7 @@ func (k *kubeServiceAccounts) RoleARN(ctx context.Context, namespace, name strin
 }
 
 func (k *kubeServiceAccounts) get(ctx context.Context, namespace, name string) (string, error) {
-	sa, err := k.client.CoreV1().ServiceAccounts(namespace).Get(ctx, name, metav1.GetOptions{})
+	sa, err := k.client.GetServiceAccount(ctx, namespace, name)
 	if apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("service account %s/%s not found: %w", namespace, name, kubeerr.Classify(err))
 	}

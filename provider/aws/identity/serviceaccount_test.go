@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/keymount/keymount/provider/aws/kubeclient/kubeclienttest"
 )
 
 func serviceAccount(ns, name, role string) *corev1.ServiceAccount {
@@ -39,7 +41,7 @@ func TestKubeServiceAccountsCache(t *testing.T) {
 	c := fake.NewClientset(serviceAccount("ns", "app", roleA), serviceAccount("ns", "other", roleB))
 	gets := countGets(c)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	k := newKubeServiceAccounts(c, time.Minute, clk)
+	k := newKubeServiceAccounts(kubeclienttest.Wrap(c), time.Minute, clk)
 
 	for _, tc := range []struct {
 		name  string
@@ -70,7 +72,7 @@ func TestKubeServiceAccountsCache(t *testing.T) {
 func TestKubeServiceAccountsConcurrent(t *testing.T) {
 	c := fake.NewClientset(serviceAccount("ns", "app", roleA))
 	gets := countGets(c)
-	k := NewKubeServiceAccounts(c, 0)
+	k := NewKubeServiceAccounts(kubeclienttest.Wrap(c), 0)
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
@@ -90,7 +92,7 @@ func TestKubeServiceAccountsConcurrent(t *testing.T) {
 func TestKubeServiceAccountsErrors(t *testing.T) {
 	c := fake.NewClientset(serviceAccount("ns", "bare", ""))
 	gets := countGets(c)
-	k := NewKubeServiceAccounts(c, time.Hour)
+	k := NewKubeServiceAccounts(kubeclienttest.Wrap(c), time.Hour)
 
 	_, err := k.RoleARN(t.Context(), "ns", "bare")
 	if !errors.Is(err, ErrMissingRoleARN) {

@@ -1,5 +1,8 @@
-// Package kubeclient builds the AWS provider's one Kubernetes client, with
-// the client-side rate limits of its --qps and --burst flags.
+// Package kubeclient is the AWS provider's one Kubernetes client: a REST
+// client of core/v1 only, with the client-side rate limits of its --qps and
+// --burst flags. It links no other API group (client-go's clientset links
+// all of them, which cost the provider about 20 MiB of resident text), and
+// reads objects with plain GETs.
 //
 // The provider reads the API server only on a cache miss: one ServiceAccount
 // GET per new identity (its eks.amazonaws.com/role-arn annotation), one Node

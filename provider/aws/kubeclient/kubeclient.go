@@ -1,12 +1,17 @@
 package kubeclient
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
-	"k8s.io/client-go/kubernetes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // Defaults of the provider's --qps and --burst.
@@ -26,6 +31,8 @@ type Config struct {
 	// positive.
 	QPS   float64
 	Burst int
+	// UserAgent, when set, names the client to the API server.
+	UserAgent string
 }
 
 // Validate reports a rate limit that is not positive.
@@ -36,8 +43,14 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// New returns a clientset for cfg.
-func New(cfg Config) (*kubernetes.Clientset, error) {
+// Client reads the few core/v1 objects the provider needs. It is safe for
+// concurrent use.
+type Client struct {
+	rest *rest.RESTClient
+}
+
+// New returns a client for cfg.
+func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -45,12 +58,15 @@ func New(cfg Config) (*kubernetes.Clientset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load API server config (set --kubeconfig outside a cluster): %w", err)
 	}
+	if cfg.UserAgent != "" {
+		rc.UserAgent = cfg.UserAgent
+	}
 	return ForConfig(rc, cfg.QPS, cfg.Burst)
 }
 
-// ForConfig returns a clientset for rc with the rate limits qps and burst,
+// ForConfig returns a client for rc with the rate limits qps and burst,
 // which replace any rc has.
-func ForConfig(rc *rest.Config, qps float64, burst int) (*kubernetes.Clientset, error) {
+func ForConfig(rc *rest.Config, qps float64, burst int) (*Client, error) {
 	if rc == nil {
 		return nil, errors.New("no API server configuration")
 	}
@@ -60,9 +76,55 @@ func ForConfig(rc *rest.Config, qps float64, burst int) (*kubernetes.Clientset, 
 	rc = rest.CopyConfig(rc)
 	rc.QPS, rc.Burst = float32(qps), burst
 	rc.RateLimiter = nil // built from QPS and Burst
-	cs, err := kubernetes.NewForConfig(rc)
+	rc.APIPath = "/api"
+	rc.GroupVersion = &corev1.SchemeGroupVersion
+	rc.NegotiatedSerializer = codecs.WithoutConversion()
+	if rc.UserAgent == "" {
+		rc.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	c, err := rest.RESTClientFor(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return cs, nil
+	return &Client{rest: c}, nil
+}
+
+// codecs decode core/v1 only: the provider links no other API group.
+var codecs = func() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		panic(fmt.Sprintf("register core/v1: %v", err)) // a programming error, caught by any test
+	}
+	return serializer.NewCodecFactory(scheme)
+}()
+
+// RateLimiter is the client's rate limiter, built from QPS and Burst.
+func (c *Client) RateLimiter() flowcontrol.RateLimiter { return c.rest.GetRateLimiter() }
+
+// GetServiceAccount reads the service account namespace/name.
+func (c *Client) GetServiceAccount(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error) {
+	sa := &corev1.ServiceAccount{}
+	return sa, c.get(ctx, namespace, "serviceaccounts", name, sa)
+}
+
+// GetNode reads the node name.
+func (c *Client) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	n := &corev1.Node{}
+	return n, c.get(ctx, "", "nodes", name, n)
+}
+
+// GetPod reads the pod namespace/name.
+func (c *Client) GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	p := &corev1.Pod{}
+	return p, c.get(ctx, namespace, "pods", name, p)
+}
+
+// get reads one object; its errors are client-go's (apierrors).
+func (c *Client) get(ctx context.Context, namespace, resource, name string, into runtime.Object) error {
+	req := c.rest.Get()
+	if namespace != "" { // "" is a cluster-scoped object (a node)
+		req = req.Namespace(namespace)
+	}
+	return req.Resource(resource).Name(name).
+		VersionedParams(&metav1.GetOptions{}, metav1.ParameterCodec).Do(ctx).Into(into)
 }

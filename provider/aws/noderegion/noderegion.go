@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/keymount/keymount/provider/aws/internal/kubeerr"
 	"github.com/keymount/keymount/provider/server"
@@ -36,11 +35,18 @@ type Config struct {
 	NodeName string
 }
 
+// Client reads the pod and node objects the region comes from.
+// *kubeclient.Client implements it.
+type Client interface {
+	GetNode(ctx context.Context, name string) (*corev1.Node, error)
+	GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+}
+
 // Resolver finds the default region of a mount. It is safe for concurrent
 // use.
 type Resolver struct {
 	cfg    Config
-	client kubernetes.Interface
+	client Client
 
 	group singleflight.Group
 
@@ -50,7 +56,7 @@ type Resolver struct {
 
 // New returns a Resolver that reads pods and nodes through client, which
 // may be nil when cfg.Region is set.
-func New(cfg Config, client kubernetes.Interface) *Resolver {
+func New(cfg Config, client Client) *Resolver {
 	return &Resolver{cfg: cfg, client: client, regions: map[string]string{}}
 }
 
@@ -100,7 +106,7 @@ func (r *Resolver) nodeOf(ctx context.Context, namespace, pod string) (string, e
 			"(is podInfoOnMount set on the CSIDriver?); set parameters.region in the SecretProviderClass, "+
 			"or NODE_NAME in the provider's environment", server.ErrFailedPrecondition)
 	}
-	p, err := r.client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+	p, err := r.client.GetPod(ctx, namespace, pod)
 	if err != nil {
 		return "", fmt.Errorf("the class sets no region: reading pod %s/%s for its node: %w (set parameters.region "+
 			"in the SecretProviderClass, or NODE_NAME in the provider's environment)", namespace, pod, kubeerr.Classify(err))
@@ -117,7 +123,7 @@ func (r *Resolver) read(ctx context.Context, node string) (string, error) {
 	if region, ok := r.cached(node); ok {
 		return region, nil
 	}
-	n, err := r.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	n, err := r.client.GetNode(ctx, node)
 	if err != nil {
 		return "", fmt.Errorf("the class sets no region: reading node %s for its %s label: %w (set parameters.region "+
 			"in the SecretProviderClass, or --region on the provider)", node, Label, kubeerr.Classify(err))

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/keymount/keymount/provider/aws/kubeclient/kubeclienttest"
 	"github.com/keymount/keymount/provider/server"
 )
 
@@ -43,7 +44,7 @@ func gets(c *fake.Clientset, resource string) int {
 
 func TestConfiguredRegionWins(t *testing.T) {
 	c := fake.NewClientset(node("n1", "eu-west-1"), pod("ns", "p", "n1"))
-	r := New(Config{Region: "us-east-2", NodeName: "n1"}, c)
+	r := New(Config{Region: "us-east-2", NodeName: "n1"}, kubeclienttest.Wrap(c))
 	got, err := r.DefaultRegion(t.Context(), "ns", "p")
 	if err != nil || got != "us-east-2" {
 		t.Fatalf("DefaultRegion = %q, %v; want us-east-2 (the configured region, as the existing provider prefers AWS_REGION)", got, err)
@@ -58,7 +59,7 @@ func TestConfiguredRegionWins(t *testing.T) {
 
 func TestOwnNodeReadOnce(t *testing.T) {
 	c := fake.NewClientset(node("n1", "eu-west-1"))
-	r := New(Config{NodeName: "n1"}, c)
+	r := New(Config{NodeName: "n1"}, kubeclienttest.Wrap(c))
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
@@ -83,7 +84,7 @@ func TestOwnNodeReadOnce(t *testing.T) {
 func TestNodeOfThePod(t *testing.T) {
 	c := fake.NewClientset(node("n1", "eu-west-1"), node("n2", "ap-south-1"),
 		pod("ns", "a", "n1"), pod("ns", "b", "n1"), pod("other", "c", "n2"))
-	r := New(Config{}, c)
+	r := New(Config{}, kubeclienttest.Wrap(c))
 	for _, tc := range []struct{ ns, pod, want string }{
 		{"ns", "a", "eu-west-1"}, {"ns", "b", "eu-west-1"}, {"other", "c", "ap-south-1"}, {"ns", "a", "eu-west-1"},
 	} {
@@ -102,7 +103,7 @@ func TestNodeOfThePod(t *testing.T) {
 
 func TestMissingLabelIsNotRemembered(t *testing.T) {
 	c := fake.NewClientset(node("n1", ""))
-	r := New(Config{NodeName: "n1"}, c)
+	r := New(Config{NodeName: "n1"}, kubeclienttest.Wrap(c))
 	_, err := r.DefaultRegion(t.Context(), "ns", "p")
 	wantErr(t, err, server.ErrFailedPrecondition, "node n1 has no topology.kubernetes.io/region label", "parameters.region", "--region")
 
@@ -156,7 +157,7 @@ func TestErrors(t *testing.T) {
 				for resource, fn := range tc.react {
 					c.PrependReactor("get", resource, fn)
 				}
-				r = New(tc.cfg, c)
+				r = New(tc.cfg, kubeclienttest.Wrap(c))
 			}
 			_, err := r.DefaultRegion(t.Context(), "ns", tc.pod)
 			wantErr(t, err, tc.want, tc.msg...)
@@ -171,7 +172,7 @@ func TestCallerContext(t *testing.T) {
 		<-block
 		return false, nil, nil
 	})
-	r := New(Config{NodeName: "n1"}, c)
+	r := New(Config{NodeName: "n1"}, kubeclienttest.Wrap(c))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := r.DefaultRegion(ctx, "ns", "p"); !errors.Is(err, context.Canceled) {
