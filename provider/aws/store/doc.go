@@ -53,7 +53,13 @@
 // while the SDK waits before retrying it. When a region still fails
 // with 5xx, throttling or a timeout and the request names a failover region,
 // the failed objects are fetched once, batched again, from the failover
-// region (with their failoverObject names and versions). Per-object failures
+// region (with their failoverObject names and versions). A primary region
+// that failed so while the failover region served is then skipped for
+// Config.RegionDownFor (2 minutes): the failover region first, the primary
+// only for what it cannot serve; region-wide when the primary was
+// unreachable, answered 5xx or timed out, for the one identity when it
+// throttled. [Store.RegionDown] shares that with IRSA's STS exchange.
+// Per-object failures
 // are aggregated into one [FetchError]; its gRPC code is that of the most
 // permanent failure. No value is ever logged or put into an error.
 package store
