@@ -24,6 +24,9 @@ import (
 // these loads. It is printed against, never asserted.
 const peakRSSTargetMiB = 160
 
+// benchNode is the node name of the benchmarks' drivers.
+const benchNode = "bench-node"
+
 // kubeletTimeout is kubelet's deadline for a NodePublishVolume call.
 const kubeletTimeout = 2 * time.Minute
 
@@ -120,15 +123,42 @@ func benchPeakRSS(b *testing.B, n *binNode, l rssLoad) {
 // temporary directory.
 type binNode struct {
 	dir, kubelet     string
+	// The driver's binary, environment and arguments, to start it again.
+	driverBin             string
+	driverEnv, driverArgs []string
 	driver, provider *child
 	conn             *grpc.ClientConn
 	node             csi.NodeClient
 }
 
+// binNodeConfig is what a binNode runs: the binaries, the driver's
+// environment and extra flags, the provider's objects, and where classes
+// come from.
+type binNodeConfig struct {
+	driverBin, providerBin string
+	env, args              []string
+	// objects are the local provider's objects, by name.
+	objects map[string][]byte
+	// classFile, when set, is a SecretProviderClass manifest the driver
+	// reads with --class-path; otherwise args must name an API server.
+	classFile string
+}
+
 // startBinNode starts the local provider serving one object of objectBytes
-// random bytes, named by the class benchClass, and the driver, and
-// registers their clean-up.
+// random bytes, named by the class benchClass, and the driver reading that
+// class from a file, and registers their clean-up.
 func startBinNode(b *testing.B, driverBin, providerBin string, env, args []string, objectBytes int) *binNode {
+	b.Helper()
+	return startBinNodeWith(b, binNodeConfig{
+		driverBin: driverBin, providerBin: providerBin, env: env, args: args,
+		objects:   map[string][]byte{"blob": randomBytes(objectBytes)},
+		classFile: blobClass,
+	})
+}
+
+// startBinNodeWith starts the local provider and the driver of cfg and
+// registers their clean-up.
+func startBinNodeWith(b *testing.B, cfg binNodeConfig) *binNode {
 	b.Helper()
 	// Short: unix socket paths are limited to 107 bytes.
 	dir, err := os.MkdirTemp("", "kmrss")
@@ -148,13 +178,22 @@ func startBinNode(b *testing.B, driverBin, providerBin string, env, args []strin
 			b.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(root, "blob"), randomBytes(objectBytes), 0o600); err != nil {
-		b.Fatal(err)
+	for name, data := range cfg.objects {
+		if err := os.WriteFile(filepath.Join(root, name), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(classes, benchClass+".yaml"), []byte(blobClass), 0o600); err != nil {
-		b.Fatal(err)
+	args := []string{
+		"--endpoint=unix://" + filepath.Join(dir, "csi.sock"), "--node-id=" + benchNode, "--provider-dir=" + providers,
+		"--additional-provider-dirs=", "--state-dir=" + state, "--kubelet-root-dir=" + n.kubelet,
 	}
-	n.provider, err = startChild("keymount-provider-local", filepath.Join(dir, "provider.log"), providerBin, nil,
+	if cfg.classFile != "" {
+		if err := os.WriteFile(filepath.Join(classes, benchClass+".yaml"), []byte(cfg.classFile), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		args = append(args, "--class-path="+classes)
+	}
+	n.provider, err = startChild("keymount-provider-local", filepath.Join(dir, "provider.log"), cfg.providerBin, nil,
 		"--root="+root, "--provider-dir="+providers, "--name="+harness.ProviderName)
 	if err != nil {
 		b.Fatal(err)
@@ -162,26 +201,32 @@ func startBinNode(b *testing.B, driverBin, providerBin string, env, args []strin
 	if err := waitForFile(filepath.Join(providers, harness.ProviderName+".sock"), n.provider); err != nil {
 		b.Fatal(err)
 	}
-	sock := filepath.Join(dir, "csi.sock")
-	n.driver, err = startChild("keymount-driver", filepath.Join(dir, "driver.log"), driverBin, env, append([]string{
-		"--endpoint=unix://" + sock, "--node-id=bench-node", "--provider-dir=" + providers,
-		"--additional-provider-dirs=", "--state-dir=" + state, "--kubelet-root-dir=" + n.kubelet,
-		"--class-path=" + classes,
-	}, args...)...)
-	if err != nil {
+	if err := n.startDriver(cfg.driverBin, cfg.env, append(args, cfg.args...)); err != nil {
 		b.Fatal(err)
+	}
+	return n
+}
+
+// startDriver starts the driver binary and waits until it is ready.
+func (n *binNode) startDriver(bin string, env, args []string) error {
+	n.driverBin, n.driverEnv, n.driverArgs = bin, env, args
+	sock := filepath.Join(n.dir, "csi.sock")
+	var err error
+	n.driver, err = startChild("keymount-driver", filepath.Join(n.dir, "driver.log"), bin, env, args...)
+	if err != nil {
+		return err
 	}
 	if err := waitForFile(sock, n.driver); err != nil {
-		b.Fatal(err)
+		return err
 	}
 	if n.conn, err = harness.Dial(sock); err != nil {
-		b.Fatal(err)
+		return err
 	}
 	if err := waitReady(n.conn, n.driver); err != nil {
-		b.Fatal(err)
+		return err
 	}
 	n.node = csi.NewNodeClient(n.conn)
-	return n
+	return nil
 }
 
 // blobClass is the class benchClass mounting the provider's object "blob".
