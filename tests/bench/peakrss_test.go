@@ -122,13 +122,13 @@ func benchPeakRSS(b *testing.B, n *binNode, l rssLoad) {
 // binNode is the driver and the local provider running as binaries over a
 // temporary directory.
 type binNode struct {
-	dir, kubelet     string
+	dir, kubelet string
 	// The driver's binary, environment and arguments, to start it again.
 	driverBin             string
 	driverEnv, driverArgs []string
-	driver, provider *child
-	conn             *grpc.ClientConn
-	node             csi.NodeClient
+	driver, provider      *child
+	conn                  *grpc.ClientConn
+	node                  csi.NodeClient
 }
 
 // binNodeConfig is what a binNode runs: the binaries, the driver's
