@@ -246,14 +246,13 @@ func connect(ctx context.Context, cfg *config, deps *driver.Deps) error {
 	if err != nil {
 		return err
 	}
-	cl, err := cluster.Start(ctx, cluster.Config{
+	// The socket serves before the API server answers (start-up must not
+	// wait for it, nor fail when it is down): see deferredCluster.
+	cl := connectInBackground(ctx, cluster.Config{
 		Rest: rc, Node: cfg.driver.NodeID, DriverName: cfg.driver.DriverName, SyncSecrets: cfg.syncSecrets,
 	})
-	if err != nil {
-		return err
-	}
 	deps.Cluster = cl
-	deps.Classes = cl.Resolver()
+	deps.Classes = cl
 	if cfg.classPaths != "" {
 		deps.Classes = &class.FileResolver{Paths: splitList(cfg.classPaths)}
 	}

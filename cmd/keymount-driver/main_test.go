@@ -10,7 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/keymount/keymount/driver"
 )
 
 func TestParseFlagsDefaults(t *testing.T) {
@@ -106,5 +113,84 @@ func TestAPIRateLimits(t *testing.T) {
 		if _, err := restConfig(cfg); err == nil || !strings.Contains(err.Error(), strings.SplitN(bad, "=", 2)[0]) {
 			t.Errorf("%s: error %v, want one naming the flag", bad, err)
 		}
+	}
+}
+
+// TestServesWhileAPIServerUnreachable: a driver whose API server does not
+// answer serves kubelet at once (an unpublish works), reports not ready,
+// and a publish that needs a class fails within its deadline naming why,
+// instead of the driver exiting or never serving.
+func TestServesWhileAPIServerUnreachable(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := "https://" + l.Addr().String()
+	if err := l.Close(); err != nil { // nothing answers there any more
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: '" + server + "', insecure-skip-tls-verify: true}}]\n" +
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {token: x}}]\n"
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := filepath.Join(dir, "kubelet")
+	sock := filepath.Join(dir, "csi.sock")
+	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{
+		"--state-dir=" + filepath.Join(dir, "state"), "--provider-dir=" + dir, "--additional-provider-dirs=",
+		"--kubelet-root-dir=" + kubelet, "--kubeconfig=" + kubeconfig, "--endpoint=unix://" + sock,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run() after cancel = %v, want nil", err)
+		}
+	}()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("localhost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	probeCtx, probeCancel := context.WithTimeout(t.Context(), time.Minute)
+	defer probeCancel()
+	resp, err := csi.NewIdentityClient(conn).Probe(probeCtx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatalf("Probe while the API server is unreachable: %v (the driver must serve)", err)
+	}
+	if resp.GetReady().GetValue() {
+		t.Errorf("Probe: ready without an API server")
+	}
+	node := csi.NewNodeClient(conn)
+	uid := "9b2f3c1e-0000-4000-8000-000000000001"
+	target := filepath.Join(kubelet, "pods", uid, "volumes", "kubernetes.io~csi", "secrets", "mount")
+	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.NodeUnpublishVolume(t.Context(), &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-0123", TargetPath: target}); err != nil {
+		t.Errorf("NodeUnpublishVolume of a volume the driver does not have: %v, want success", err)
+	}
+	pubCtx, pubCancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer pubCancel()
+	_, err = node.NodePublishVolume(pubCtx, &csi.NodePublishVolumeRequest{
+		VolumeId: "csi-0123", TargetPath: target, Readonly: true,
+		VolumeCapability: &csi.VolumeCapability{
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+			AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+		},
+		VolumeContext: map[string]string{
+			driver.AttrClass: "app", driver.AttrPodName: "app", driver.AttrPodNamespace: "default",
+			driver.AttrPodUID: uid, driver.AttrServiceAccount: "default", driver.AttrEphemeral: "true",
+		},
+	})
+	if err == nil {
+		t.Fatal("NodePublishVolume succeeded without an API server to read the class from")
+	}
+	if !strings.Contains(status.Convert(err).Message(), "not connected to the API server yet") && status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("NodePublishVolume: %v, want a deadline or an error saying the API server is not connected yet", err)
 	}
 }

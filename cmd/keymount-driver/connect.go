@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/driver/cluster"
+	"github.com/keymount/keymount/driver/volume"
+)
+
+// errNotConnected fails what needs the API server before the driver has
+// connected to it; the reporter retries such writes with backoff.
+var errNotConnected = errors.New("not connected to the API server yet")
+
+// connectRetry bounds the wait between attempts to connect.
+const connectRetry = 30 * time.Second
+
+// deferredCluster is the cluster side of a driver that serves kubelet before
+// it has connected to the API server: the socket opens at once, unpublish
+// and republish of recorded volumes work while the API server is slow or
+// down, and what needs it waits for the connection (class reads, under the
+// caller's deadline) or is retried (status writes).
+type deferredCluster struct {
+	ctx   context.Context
+	ready chan struct{} // closed once cl is set
+	cl    *cluster.Cluster
+}
+
+var (
+	_ driver.Cluster         = (*deferredCluster)(nil)
+	_ driver.UpstreamChecker = (*deferredCluster)(nil)
+)
+
+// connectInBackground starts connecting to the API server, retrying with
+// backoff until it succeeds or ctx ends.
+func connectInBackground(ctx context.Context, cfg cluster.Config) *deferredCluster {
+	d := &deferredCluster{ctx: ctx, ready: make(chan struct{})}
+	go func() {
+		wait := 200 * time.Millisecond
+		for {
+			cl, err := cluster.Start(ctx, cfg)
+			if err == nil {
+				d.cl = cl
+				close(d.ready)
+				return
+			}
+			klog.ErrorS(err, "connecting to the API server, will retry", "in", wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, connectRetry)
+		}
+	}()
+	return d
+}
+
+// connected returns the cluster once connected, or an error when ctx ends
+// first.
+func (d *deferredCluster) connected(ctx context.Context) (*cluster.Cluster, error) {
+	select {
+	case <-d.ready:
+		return d.cl, nil
+	default:
+	}
+	select {
+	case <-d.ready:
+		return d.cl, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", errNotConnected, context.Cause(ctx))
+	case <-d.ctx.Done():
+		return nil, errNotConnected
+	}
+}
+
+// Notify records the events of an outcome once connected; it never blocks.
+func (d *deferredCluster) Notify(o *driver.Outcome) {
+	select {
+	case <-d.ready:
+		d.cl.Notify(o)
+	default:
+		go func() {
+			if cl, err := d.connected(d.ctx); err == nil {
+				cl.Notify(o)
+			}
+		}()
+	}
+}
+
+// AfterPublish writes the pod status, failing (to be retried) until connected.
+func (d *deferredCluster) AfterPublish(ctx context.Context, o *driver.Outcome) error {
+	cl, err := d.ifConnected()
+	if err != nil {
+		return err
+	}
+	return cl.AfterPublish(ctx, o)
+}
+
+// AfterUnpublish removes the pod status, failing (to be retried) until connected.
+func (d *deferredCluster) AfterUnpublish(ctx context.Context, rec *volume.Record) error {
+	cl, err := d.ifConnected()
+	if err != nil {
+		return err
+	}
+	return cl.AfterUnpublish(ctx, rec)
+}
+
+// Synced reports whether the driver is connected and its caches synced.
+func (d *deferredCluster) Synced() bool {
+	cl, err := d.ifConnected()
+	return err == nil && cl.Synced()
+}
+
+// Resolve reads a class, waiting for the connection within ctx.
+func (d *deferredCluster) Resolve(ctx context.Context, namespace, name string) (*secretsstorev1.SecretProviderClass, error) {
+	cl, err := d.connected(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read secretproviderclass %s/%s: %w", namespace, name, err)
+	}
+	return cl.Resolver().Resolve(ctx, namespace, name)
+}
+
+// UpstreamMounted asks the pod status, waiting for the connection within ctx.
+func (d *deferredCluster) UpstreamMounted(ctx context.Context, podNamespace, podName, className, targetPath string) (bool, error) {
+	cl, err := d.connected(ctx)
+	if err != nil {
+		return false, err
+	}
+	return cl.UpstreamMounted(ctx, podNamespace, podName, className, targetPath)
+}
+
+func (d *deferredCluster) ifConnected() (*cluster.Cluster, error) {
+	select {
+	case <-d.ready:
+		return d.cl, nil
+	default:
+		return nil, errNotConnected
+	}
+}
