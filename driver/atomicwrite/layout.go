@@ -77,13 +77,27 @@ func replaceSymlink(dir, tmp, name, target string) error {
 	return nil
 }
 
-// linkNames points every top-level name at ..data/name, leaving correct links alone.
+// linkNames points every top-level name at ..data/name, leaving correct links
+// alone. A name that does not exist yet (every name of a first publish) is
+// linked in place: creating a symlink is atomic. Any other is replaced
+// through a temporary link and a rename.
 func linkNames(dir string, names []string) error {
 	for _, name := range names {
-		if linked(dir, name) {
+		path, want := filepath.Join(dir, name), linkTarget(name)
+		target, err := os.Readlink(path)
+		switch {
+		case err == nil && target == want:
 			continue
+		case errors.Is(err, fs.ErrNotExist):
+			err = os.Symlink(want, path)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("link %q: %w", name, err)
+			}
 		}
-		if err := replaceSymlink(dir, nameTmpLink, name, linkTarget(name)); err != nil {
+		if err := replaceSymlink(dir, nameTmpLink, name, want); err != nil {
 			return fmt.Errorf("link %q: %w", name, err)
 		}
 	}
