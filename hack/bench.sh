@@ -40,7 +40,7 @@ if [[ ${#pkgs[@]} -eq 0 ]]; then
 fi
 
 count=${BENCH_COUNT:-3}
-args=(test -run '^$' -bench "${BENCH:-.}" -benchmem -count "$count")
+args=(test -run '^$' -bench "${BENCH:-.}" -benchmem -count "$count" -timeout 90m)
 if [[ -n "${BENCHTIME:-}" ]]; then
 	args+=(-benchtime "$BENCHTIME")
 fi
