@@ -41,13 +41,14 @@ func (s *Syncer) create(ctx context.Context, d *desired, owners []owner, mine st
 }
 
 // relabel hands the fields of the update entry keymount's create left on
-// cur to FieldManager's apply entry, and its owner references to this
-// node's manager's apply entry (see relabelled), by writing the managed
+// cur to FieldManager's apply entry, and its owner references to the
+// manager of the node that created it (creatorManager; see relabelled), by
+// writing the managed
 // fields (the API server takes them as written). It returns cur as
 // written, or as it was when there is nothing to hand over. write calls it
 // before it applies anything.
 func (s *Syncer) relabel(ctx context.Context, cur *corev1.Secret) (*corev1.Secret, error) {
-	entries, ok, err := relabelled(cur.ManagedFields, s.nodeManager)
+	entries, ok, err := relabelled(cur.ManagedFields, creatorManager(cur, s.nodeManager))
 	if err != nil || !ok {
 		return cur, err
 	}
@@ -62,4 +63,14 @@ func (s *Syncer) relabel(ctx context.Context, cur *corev1.Secret) (*corev1.Secre
 		return cur, err
 	}
 	return out, nil
+}
+
+// creatorManager is the manager of the node whose create cur still shows:
+// the content stamp's node, which only an apply (after the relabel) can
+// change. own when the stamp names no node.
+func creatorManager(cur *corev1.Secret, own string) string {
+	if node := cur.Annotations[ContentNodeAnnotation]; node != "" {
+		return nodeManager(node)
+	}
+	return own
 }
