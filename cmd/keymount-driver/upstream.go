@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"strconv"
 
@@ -15,6 +12,7 @@ import (
 
 	"github.com/keymount/keymount/internal/ignoredflags"
 	"github.com/keymount/keymount/internal/logredact"
+	"github.com/keymount/keymount/internal/pprofserve"
 )
 
 // upstream holds the flags of the upstream Secrets Store CSI Driver (v1.6)
@@ -104,12 +102,6 @@ func (u *upstream) servePprof(ctx context.Context) (func(), error) {
 	if !u.enablePprof {
 		return func() {}, nil
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(u.pprofPort))
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return serveHTTP(ctx, "--enable-pprof (--pprof-port)", addr, "pprof", mux)
+	stop, _, err := pprofserve.Serve(ctx, u.pprofPort)
+	return stop, err
 }

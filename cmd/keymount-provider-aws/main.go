@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/internal/logredact"
+	"github.com/keymount/keymount/internal/pprofserve"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
 	"github.com/keymount/keymount/provider/aws/kubeclient"
@@ -89,7 +90,7 @@ func run(ctx context.Context, cfg *config) error {
 		return err
 	}
 	if cfg.enablePprof {
-		stop, err := servePprof(ctx, cfg.pprofPort)
+		stop, _, err := pprofserve.Serve(ctx, cfg.pprofPort)
 		if err != nil {
 			return err
 		}

@@ -292,6 +292,25 @@ func BenchmarkClusterPublish(b *testing.B) {
 	})
 }
 
+// publishBy publishes vols by callers callers at once, volume i with class
+// classOf(i) (nil: the benchmark class), and fails the benchmark if any
+// call fails.
+func (n *binNode) publishBy(b *testing.B, callers int, vols []harness.Volume, classOf func(int) string) {
+	b.Helper()
+	ctx := b.Context()
+	err := parallel(len(vols), callers, func(i int) error {
+		req := publishRequest(vols[i])
+		if classOf != nil {
+			req = publishRequestOf(vols[i], classOf(i))
+		}
+		_, err := n.node.NodePublishVolume(ctx, req)
+		return err
+	})
+	if err != nil {
+		b.Fatalf("publish %d volumes: %v", len(vols), err)
+	}
+}
+
 // settle waits until every volume of vols has its pod status, then
 // unpublishes them all and waits until the statuses are gone.
 func (n *clusterNode) settle(b *testing.B, vols []harness.Volume) {

@@ -54,24 +54,14 @@ func BenchmarkDriverMemory(b *testing.B) {
 		n := startClusterNode(b, driverBin, providerBin, true)
 		ctx := b.Context()
 		vols := n.newPods(b, memoryVolumes, benchClass)
-		if err := parallel(len(vols), 32, func(i int) error {
-			_, err := n.node.NodePublishVolume(ctx, publishRequest(vols[i]))
-			return err
-		}); err != nil {
-			b.Fatalf("publish %d volumes: %v", len(vols), err)
-		}
+		n.publishBy(b, 32, vols, nil)
 		n.waitStatuses(b, len(vols))
 		idle := n.idleRSS(b)
 
 		n.growCluster(b)
 		// The node's next pods use the new classes: the driver reads them.
-		more := n.newPods(b, 100, "other-000")
-		if err := parallel(len(more), 32, func(i int) error {
-			_, err := n.node.NodePublishVolume(ctx, publishRequestOf(more[i], fmt.Sprintf("other-%03d", i)))
-			return err
-		}); err != nil {
-			b.Fatalf("publish volumes of the new classes: %v", err)
-		}
+		more := n.newPods(b, 100, "other-007")
+		n.publishBy(b, 32, more, func(i int) string { return fmt.Sprintf("other-%03d", i) })
 		n.waitStatuses(b, len(vols)+len(more))
 		grown := n.idleRSS(b)
 		heap := n.heapSummary(b)

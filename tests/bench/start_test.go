@@ -37,12 +37,7 @@ func BenchmarkDriverStart(b *testing.B) {
 	n := startClusterNode(b, driverBin, providerBin, false)
 	ctx := b.Context()
 	vols := n.newPods(b, startVolumes, benchClass)
-	if err := parallel(len(vols), 32, func(i int) error {
-		_, err := n.node.NodePublishVolume(ctx, publishRequest(vols[i]))
-		return err
-	}); err != nil {
-		b.Fatalf("publish %d volumes: %v", len(vols), err)
-	}
+	n.publishBy(b, 32, vols, nil)
 	var serve []time.Duration
 	b.ResetTimer()
 	for range b.N {
@@ -71,12 +66,7 @@ func BenchmarkDriverStart(b *testing.B) {
 	b.Logf("the driver served its socket %.1f ms (median of %d starts) after it started, with %d volumes on the node (target %d ms)",
 		ms(percentile(serve, 50)), len(serve), len(vols), startTargetMs)
 	// Every volume survived the restarts: one republish each finds it.
-	if err := parallel(len(vols), 32, func(i int) error {
-		_, err := n.node.NodePublishVolume(ctx, publishRequest(vols[i]))
-		return err
-	}); err != nil {
-		b.Fatalf("republish after the restarts: %v", err)
-	}
+	n.publishBy(b, 32, vols, nil)
 	if err := n.unpublishAll(ctx, vols); err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,6 @@
-package main
+// Package pprofserve serves Go's pprof handlers on the loopback interface,
+// for the binaries' --enable-pprof flags.
+package pprofserve
 
 import (
 	"context"
@@ -13,14 +15,13 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// servePprof serves Go's pprof handlers on 127.0.0.1:port until the
-// returned func is called. Only loopback: profiles show memory, never to
-// the network.
-func servePprof(ctx context.Context, port int) (func(), error) {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+// Serve serves pprof on 127.0.0.1:port (0: any free port) until the
+// returned func is called, and returns the address it listens on. Only
+// loopback: profiles show memory, never to the network.
+func Serve(ctx context.Context, port int) (stop func(), addr string, err error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return nil, fmt.Errorf("--pprof-port %d: %w", port, err)
+		return nil, "", fmt.Errorf("--pprof-port %d: %w", port, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -35,5 +36,5 @@ func servePprof(ctx context.Context, port int) (func(), error) {
 		}
 	}()
 	klog.InfoS("serving pprof", "addr", l.Addr().String())
-	return func() { _ = srv.Close() }, nil
+	return func() { _ = srv.Close() }, l.Addr().String(), nil
 }
