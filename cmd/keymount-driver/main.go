@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
@@ -71,7 +70,6 @@ func main() {
 	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
 	cfg.upstream.applyLogFormat()
 	cfg.upstream.ignored.Log()
-	ctrllog.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cfg)
 	stop()

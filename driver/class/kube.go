@@ -5,29 +5,30 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/internal/kube"
 )
 
 // KubeResolver reads classes from the API server: from an informer cache
 // first, and with a live GET when the cache does not have the class yet, so
 // a class created together with its pod is found (upstream #1436).
 type KubeResolver struct {
-	cache client.Reader
-	live  client.Reader
+	cache kube.Reader
+	live  kube.Reader
 }
 
 var _ Resolver = (*KubeResolver)(nil)
 
 // NewKubeResolver returns a resolver reading cache first and live on a miss.
-func NewKubeResolver(cache, live client.Reader) *KubeResolver {
+func NewKubeResolver(cache, live kube.Reader) *KubeResolver {
 	return &KubeResolver{cache: cache, live: live}
 }
 
 // Resolve returns the class named name in namespace.
 func (r *KubeResolver) Resolve(ctx context.Context, namespace, name string) (*secretsstorev1.SecretProviderClass, error) {
-	key := client.ObjectKey{Namespace: namespace, Name: name}
+	key := types.NamespacedName{Namespace: namespace, Name: name}
 	spc := &secretsstorev1.SecretProviderClass{}
 	err := r.cache.Get(ctx, key, spc)
 	if apierrors.IsNotFound(err) {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/internal/kube/kubetest"
 )
 
 func spcObject(ns, name, provider string) *secretsstorev1.SecretProviderClass {
@@ -39,7 +40,7 @@ func TestKubeResolver(t *testing.T) {
 	noProvider := spcObject("shop", "empty", "")
 	cache := fakeReader(t, inCache)
 	live := fakeReader(t, inCache, onlyLive, noProvider)
-	r := NewKubeResolver(cache, live)
+	r := NewKubeResolver(kubetest.Reader(cache), kubetest.Reader(live))
 
 	if c, err := r.Resolve(t.Context(), "shop", "cached"); err != nil || c.Spec.Provider != "aws" {
 		t.Fatalf("cached class: %v, %v", c, err)
@@ -64,7 +65,7 @@ func TestKubeResolverKeepsAPIErrors(t *testing.T) {
 			return forbidden
 		},
 	}).Build()
-	_, err := NewKubeResolver(fakeReader(t), live).Resolve(t.Context(), "shop", "x")
+	_, err := NewKubeResolver(kubetest.Reader(fakeReader(t)), kubetest.Reader(live)).Resolve(t.Context(), "shop", "x")
 	if !apierrors.IsForbidden(err) || errors.Is(err, ErrNotFound) {
 		t.Fatalf("err = %v, want the Forbidden error kept", err)
 	}

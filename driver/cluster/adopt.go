@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver"
@@ -19,7 +19,7 @@ var _ driver.UpstreamChecker = (*Cluster)(nil)
 // is a volume the upstream driver published before the switch.
 func (c *Cluster) UpstreamMounted(ctx context.Context, podNamespace, podName, className, targetPath string) (bool, error) {
 	st := &secretsstorev1.SecretProviderClassPodStatus{}
-	key := client.ObjectKey{Namespace: podNamespace, Name: podName + "-" + podNamespace + "-" + className}
+	key := types.NamespacedName{Namespace: podNamespace, Name: podName + "-" + podNamespace + "-" + className}
 	if err := c.live.Get(ctx, key, st); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil

@@ -15,14 +15,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/podstatus"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation/secretsync"
 )
 
@@ -49,7 +48,7 @@ type Cluster struct {
 	status   *podstatus.Writer
 	sync     *secretsync.Syncer // nil when sync is off
 	events   *eventSink
-	live     client.Reader // reads the API server directly (adoption checks)
+	live     kube.Reader // reads the API server directly (adoption checks)
 }
 
 var _ driver.Cluster = (*Cluster)(nil)
@@ -58,14 +57,7 @@ var _ driver.Cluster = (*Cluster)(nil)
 // Secrets, events) and keymount's API, nothing else; every other group of
 // client-go's scheme would cost memory for nothing.
 func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := corev1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := secretsstorev1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return kube.NewScheme()
 }
 
 // Start connects to the API server and starts the node-scoped caches. It
@@ -76,22 +68,20 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Rest == nil || cfg.Node == "" || cfg.DriverName == "" {
 		return nil, errors.New("cluster needs an API server connection, a node name and a driver name")
 	}
-	scheme, err := Scheme()
-	if err != nil {
-		return nil, err
-	}
-	live, err := client.New(cfg.Rest, client.Options{Scheme: scheme})
+	// Writes, the cache and events each have their own client, and so
+	// their own rate limits: a burst of writes never delays a watch.
+	live, err := kube.NewAPI(cfg.Rest)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the API server: %w", err)
 	}
 	cl := &Cluster{live: live}
-	c, err := startCache(ctx, cfg, scheme)
+	c, err := startCache(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	go cl.waitForSync(ctx, cfg, c, live)
 	rd := &syncedReader{cache: c, live: live, synced: cl.synced.Load}
-	events, err := newEventSink(ctx, cfg.Rest, scheme, cfg.Node)
+	events, err := newEventSink(ctx, cfg.Rest, cfg.Node)
 	if err != nil {
 		return nil, err
 	}
@@ -105,63 +95,56 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 }
 
 // watched lists the types the cache serves, each with its scope.
-func watched(cfg Config) map[client.Object]cache.ByObject {
-	byObject := map[client.Object]cache.ByObject{
-		&secretsstorev1.SecretProviderClass{}: {Transform: trimClass},
-		&corev1.Pod{}: {
-			Field:     fields.OneTermEqualSelector("spec.nodeName", cfg.Node),
+func watched(cfg Config) []kube.Watch {
+	w := []kube.Watch{
+		{Object: &secretsstorev1.SecretProviderClass{}, Transform: trimClass},
+		{
+			Object:    &corev1.Pod{},
+			Fields:    fields.OneTermEqualSelector("spec.nodeName", cfg.Node),
 			Transform: podTrimmer(cfg.DriverName),
 		},
-		&secretsstorev1.SecretProviderClassPodStatus{}: {
-			Label:     labels.SelectorFromSet(labels.Set{secretsstorev1.InternalNodeLabel: cfg.Node}),
-			Transform: cache.TransformStripManagedFields(),
+		{
+			Object:    &secretsstorev1.SecretProviderClassPodStatus{},
+			Labels:    labels.SelectorFromSet(labels.Set{secretsstorev1.InternalNodeLabel: cfg.Node}),
+			Transform: kube.StripManagedFields,
 		},
 	}
 	if cfg.SyncSecrets {
 		// Secrets keep their managed fields: secretsync reads which keys
 		// and owner references keymount's managers applied.
-		byObject[&corev1.Secret{}] = cache.ByObject{
-			Label: labels.SelectorFromSet(labels.Set{secretsync.ManagedLabel: "true"}),
-		}
+		w = append(w, kube.Watch{
+			Object: &corev1.Secret{},
+			Labels: labels.SelectorFromSet(labels.Set{secretsync.ManagedLabel: "true"}),
+		})
 	}
-	return byObject
+	return w
 }
 
-func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme) (cache.Cache, error) {
-	byObject := watched(cfg)
-	c, err := cache.New(cfg.Rest, cache.Options{
-		Scheme:   scheme,
-		ByObject: byObject,
-		// A read of any other type fails instead of starting a
-		// cluster-wide informer.
-		ReaderFailOnMissingInformer: true,
-	})
+// startCache starts the informers of the watched types. A read of any
+// other type fails instead of starting a cluster-wide informer.
+func startCache(ctx context.Context, cfg Config) (*kube.Cache, error) {
+	api, err := kube.NewAPI(cfg.Rest)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the API server: %w", err)
+	}
+	c, err := kube.NewCache(api, watched(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("create cache: %w", err)
 	}
-	for obj := range byObject {
-		if _, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
-			return nil, fmt.Errorf("create informer for %T: %w", obj, err)
-		}
-	}
-	go func() {
-		if err := c.Start(ctx); err != nil {
-			klog.ErrorS(err, "cache stopped")
-		}
-	}()
+	c.Start(ctx)
 	return c, nil
 }
 
 // waitForSync marks the cluster synced once every cache has synced, and
 // logs what keeps them from it every DiagnoseAfter until then.
-func (c *Cluster) waitForSync(ctx context.Context, cfg Config, ca cache.Cache, live client.Reader) {
+func (c *Cluster) waitForSync(ctx context.Context, cfg Config, ca *kube.Cache, live kube.Reader) {
 	every := cfg.DiagnoseAfter
 	if every <= 0 {
 		every = 30 * time.Second
 	}
 	for ctx.Err() == nil {
 		syncCtx, cancel := context.WithTimeout(ctx, every)
-		ok := ca.WaitForCacheSync(syncCtx)
+		ok := ca.WaitForSync(syncCtx)
 		cancel()
 		if ok {
 			c.synced.Store(true)

@@ -8,19 +8,20 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/internal/kube"
 )
 
 // diagnose lists each watched type once, as its informer does, and logs why
 // a list fails: for a Forbidden answer, the RBAC rule the driver's
 // ClusterRole lacks.
-func diagnose(ctx context.Context, cfg Config, live client.Reader) {
-	for obj, by := range watched(cfg) {
-		list, res := listFor(obj)
-		err := live.List(ctx, list, listOptions(by)...)
+func diagnose(ctx context.Context, cfg Config, live kube.Reader) {
+	for _, w := range watched(cfg) {
+		list, res := listFor(w.Object)
+		opts := w.ListOptions()
+		opts.Limit = 1
+		err := live.List(ctx, list, opts)
 		switch {
 		case err == nil:
 			klog.InfoS("API caches not synced yet, but listing works", "resource", res.String())
@@ -41,19 +42,8 @@ func ruleName(res schema.GroupResource) string {
 	return fmt.Sprintf("%s (apiGroups: [%q])", res.Resource, res.Group)
 }
 
-func listOptions(by cache.ByObject) []client.ListOption {
-	opts := []client.ListOption{client.Limit(1)}
-	if by.Label != nil {
-		opts = append(opts, client.MatchingLabelsSelector{Selector: by.Label})
-	}
-	if by.Field != nil {
-		opts = append(opts, client.MatchingFieldsSelector{Selector: by.Field})
-	}
-	return opts
-}
-
 // listFor returns an empty list of obj's type and its resource.
-func listFor(obj client.Object) (client.ObjectList, schema.GroupResource) {
+func listFor(obj kube.Object) (kube.ObjectList, schema.GroupResource) {
 	switch obj.(type) {
 	case *secretsstorev1.SecretProviderClass:
 		return &secretsstorev1.SecretProviderClassList{}, secretsstorev1.SchemeGroupVersion.WithResource("secretproviderclasses").GroupResource()

@@ -5,13 +5,12 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/internal/kube"
 )
 
 // Event reasons on pods.
@@ -28,13 +27,17 @@ type eventSink struct {
 	recorder record.EventRecorder
 }
 
-func newEventSink(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, node string) (*eventSink, error) {
-	core, err := typedcorev1.NewForConfig(cfg)
+func newEventSink(ctx context.Context, cfg *rest.Config, node string) (*eventSink, error) {
+	api, err := kube.NewAPI(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("events client: %w", err)
 	}
+	scheme, err := kube.NewScheme()
+	if err != nil {
+		return nil, err
+	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: core.Events("")})
+	b.StartRecordingToSink(kube.NewEventSink(api))
 	go func() {
 		<-ctx.Done()
 		b.Shutdown()

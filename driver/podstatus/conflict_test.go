@@ -12,15 +12,17 @@ import (
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver/podstatus"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/internal/kube/kubetest"
 )
 
 var podStatusResource = schema.GroupResource{Group: secretsstorev1.GroupName, Resource: "secretproviderclasspodstatuses"}
 
 // cache is a reader holding its own copies of objs: a stand-in for an
 // informer cache that lags the API.
-func cache(t *testing.T, objs ...client.Object) client.Reader {
+func cache(t *testing.T, objs ...client.Object) kube.Reader {
 	t.Helper()
-	return fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(objs...).Build()
+	return kubetest.Reader(fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(objs...).Build())
 }
 
 func TestPublishRetriesConflict(t *testing.T) {
@@ -68,7 +70,7 @@ func TestPublishConflictRereadsLiveClient(t *testing.T) {
 	f.publishCounting(t, changed, nil, 1)
 	current := f.get(t)
 
-	w := podstatus.New(f.c, cache(t, old), testNode, f.clk)
+	w := podstatus.New(kubetest.Client(f.c), cache(t, old), testNode, f.clk)
 	before := f.writes.total()
 	if err := w.Publish(t.Context(), changed, nil); err != nil {
 		t.Fatalf("Publish: %v", err)
@@ -88,7 +90,7 @@ func TestPublishCreateAlreadyExists(t *testing.T) {
 	first := outcome(t0)
 	f.publishCounting(t, first, nil, 1)
 
-	w := podstatus.New(f.c, cache(t), testNode, f.clk)
+	w := podstatus.New(kubetest.Client(f.c), cache(t), testNode, f.clk)
 	changed := republish(first, t0.Add(time.Minute))
 	changed.Objects = []volume.Object{{ID: "secretsmanager/db", Version: "v8"}}
 	if err := w.Publish(t.Context(), changed, nil); err != nil {

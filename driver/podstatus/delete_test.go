@@ -9,6 +9,7 @@ import (
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver/podstatus"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/kube/kubetest"
 )
 
 func record() *volume.Record {
@@ -47,7 +48,7 @@ func TestDeleteIsIdempotent(t *testing.T) {
 func TestDeleteFindsStatusTheCacheHasNotSeen(t *testing.T) {
 	f := newFixture(t)
 	f.publish(t, outcome(t0), nil)
-	w := podstatus.New(f.c, cache(t), testNode, f.clk)
+	w := podstatus.New(kubetest.Client(f.c), cache(t), testNode, f.clk)
 	if err := w.Delete(t.Context(), record()); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
@@ -64,7 +65,7 @@ func TestDeleteRetriesAfterStaleCache(t *testing.T) {
 	o.Objects = o.Objects[:1]
 	f.publish(t, o, nil) // the live object moved on
 
-	w := podstatus.New(f.c, stale, testNode, f.clk)
+	w := podstatus.New(kubetest.Client(f.c), stale, testNode, f.clk)
 	if err := w.Delete(t.Context(), record()); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
@@ -83,7 +84,7 @@ func TestDeleteKeepsAnotherPodsStatus(t *testing.T) {
 		"other pod UID": func(r *volume.Record, _ **podstatus.Writer, _ *fixture) { r.PodUID = "old-pod-uid" },
 		// The new pod runs on another node, whose driver relabelled it.
 		"other node": func(_ *volume.Record, w **podstatus.Writer, f *fixture) {
-			*w = podstatus.New(f.c, f.c, "node-2", f.clk)
+			*w = podstatus.New(kubetest.Client(f.c), kubetest.Reader(f.c), "node-2", f.clk)
 		},
 	}
 	for name, change := range tests {

@@ -17,6 +17,7 @@ import (
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/podstatus"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/kube/kubetest"
 )
 
 const (
@@ -79,7 +80,7 @@ func newFixture(t *testing.T, objs ...client.Object) *fixture {
 		WithObjects(objs...).
 		WithInterceptorFuncs(f.interceptor()).
 		Build()
-	f.w = podstatus.New(f.c, f.c, testNode, f.clk)
+	f.w = podstatus.New(kubetest.Client(f.c), kubetest.Reader(f.c), testNode, f.clk)
 	return f
 }
 

@@ -27,6 +27,7 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver/podstatus"
+	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -48,7 +49,11 @@ func TestIntegrationAgainstAPIServer(t *testing.T) {
 	pod := createPod(t, c)
 
 	clk := clocktesting.NewFakePassiveClock(t0)
-	w := podstatus.New(c, c, testNode, clk)
+	api, err := kube.NewAPI(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := podstatus.New(api, api, testNode, clk)
 	o := outcome(t0)
 	o.PodUID = string(pod.UID)
 	if err := w.Publish(t.Context(), o, nil); err != nil {

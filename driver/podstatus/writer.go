@@ -8,14 +8,15 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/kube"
 )
 
 // DefaultRefreshTimeGranularity is how much newer a successful refresh must
@@ -30,8 +31,8 @@ var ErrInvalidCondition = errors.New("invalid SecretsSynced condition")
 // Writer creates, updates and deletes the pod statuses of one node's
 // volumes. It holds no per-volume state and is safe for concurrent use.
 type Writer struct {
-	c    client.Client
-	r    client.Reader
+	c    kube.Client
+	r    kube.Reader
 	node string
 	clk  clock.PassiveClock
 
@@ -45,7 +46,7 @@ type Writer struct {
 // New returns a Writer for node. c writes and is read after a conflict; r
 // serves the first read of each Publish and Delete: the node-scoped cache,
 // or c itself.
-func New(c client.Client, r client.Reader, node string, clk clock.PassiveClock) *Writer {
+func New(c kube.Client, r kube.Reader, node string, clk clock.PassiveClock) *Writer {
 	return &Writer{c: c, r: r, node: node, clk: clk, RefreshTimeGranularity: DefaultRefreshTimeGranularity}
 }
 
@@ -66,7 +67,7 @@ func (w *Writer) Publish(ctx context.Context, o *driver.Outcome, synced *metav1.
 	if err := validateSynced(synced); err != nil {
 		return err
 	}
-	key := client.ObjectKey{Namespace: o.PodNamespace, Name: Name(o.PodName, o.PodNamespace, o.ClassName)}
+	key := types.NamespacedName{Namespace: o.PodNamespace, Name: Name(o.PodName, o.PodNamespace, o.ClassName)}
 	d := w.desired(o, synced)
 	var rd = w.r
 	return retry.OnError(retry.DefaultRetry, isRetriable, func() error {
@@ -76,7 +77,7 @@ func (w *Writer) Publish(ctx context.Context, o *driver.Outcome, synced *metav1.
 	})
 }
 
-func (w *Writer) publish(ctx context.Context, rd client.Reader, key client.ObjectKey, d *desired) error {
+func (w *Writer) publish(ctx context.Context, rd kube.Reader, key types.NamespacedName, d *desired) error {
 	cur := &secretsstorev1.SecretProviderClassPodStatus{}
 	err := rd.Get(ctx, key, cur)
 	if apierrors.IsNotFound(err) {
@@ -97,12 +98,12 @@ func (w *Writer) publish(ctx context.Context, rd client.Reader, key client.Objec
 	return nil
 }
 
-func (w *Writer) create(ctx context.Context, key client.ObjectKey, d *desired) error {
+func (w *Writer) create(ctx context.Context, key types.NamespacedName, d *desired) error {
 	st := &secretsstorev1.SecretProviderClassPodStatus{
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
 	}
 	d.apply(st, w.node, w.RefreshTimeGranularity)
-	if err := w.c.Create(ctx, st); err != nil {
+	if err := w.c.Create(ctx, st, ""); err != nil {
 		// AlreadyExists: the cache had not seen it yet; retried as an update.
 		return fmt.Errorf("create pod status %s: %w", key, err)
 	}
@@ -125,7 +126,7 @@ func isRetriable(err error) bool {
 // with the same name, maybe on another node) is left alone: the delete is
 // conditional on the resourceVersion that was checked.
 func (w *Writer) Delete(ctx context.Context, rec *volume.Record) error {
-	key := client.ObjectKey{Namespace: rec.PodNamespace, Name: Name(rec.PodName, rec.PodNamespace, rec.Class)}
+	key := types.NamespacedName{Namespace: rec.PodNamespace, Name: Name(rec.PodName, rec.PodNamespace, rec.Class)}
 	first := true
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		err := w.delete(ctx, first, key, rec)
@@ -137,7 +138,7 @@ func (w *Writer) Delete(ctx context.Context, rec *volume.Record) error {
 // delete reads from the cache on the first attempt and from the live
 // client after that, or when the cache has not seen the status (it may have
 // been created moments ago).
-func (w *Writer) delete(ctx context.Context, first bool, key client.ObjectKey, rec *volume.Record) error {
+func (w *Writer) delete(ctx context.Context, first bool, key types.NamespacedName, rec *volume.Record) error {
 	cur := &secretsstorev1.SecretProviderClassPodStatus{}
 	var err error
 	if first {
@@ -158,7 +159,7 @@ func (w *Writer) delete(ctx context.Context, first bool, key client.ObjectKey, r
 		return nil
 	}
 	rv := cur.ResourceVersion
-	err = w.c.Delete(ctx, cur, client.Preconditions{ResourceVersion: &rv})
+	err = w.c.Delete(ctx, cur, &metav1.Preconditions{ResourceVersion: &rv})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // create creates the Secret d asks for, stamped mine, with this node's
@@ -34,7 +33,7 @@ func (s *Syncer) create(ctx context.Context, d *desired, owners []owner, mine st
 		Type: d.typ,
 		Data: d.data,
 	}
-	if err := s.c.Create(ctx, sec, client.FieldOwner(FieldManager)); err != nil {
+	if err := s.c.Create(ctx, sec, FieldManager); err != nil {
 		return result{secret: d.name}, err
 	}
 	return result{secret: d.name, created: true}, nil
@@ -59,7 +58,7 @@ func (s *Syncer) relabel(ctx context.Context, cur *corev1.Secret) (*corev1.Secre
 		return cur, err
 	}
 	out := cur.DeepCopy()
-	if err := s.c.Patch(ctx, out, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+	if err := s.c.Patch(ctx, out, types.MergePatchType, patch, FieldManager); err != nil {
 		return cur, err
 	}
 	return out, nil

@@ -20,12 +20,12 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/atomicwrite"
+	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -42,6 +42,8 @@ type cluster struct {
 	cfg    *rest.Config
 	scheme *runtime.Scheme
 	admin  client.Client
+	// api is the administrator through the driver's own client.
+	api kube.Client
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -58,7 +60,11 @@ func startCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{env: env, cfg: env.Config, scheme: scheme, admin: admin}
+	api, err := kube.NewAPI(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{env: env, cfg: env.Config, scheme: scheme, admin: admin, api: api}
 }
 
 // namespace creates a namespace for one test.
@@ -82,12 +88,12 @@ type testNode struct {
 // node returns a Syncer for a node, as an administrator. It reads through
 // the live client, like a cache that is always current, unless reader is
 // given.
-func (cl *cluster) node(name string, reader client.Reader) *testNode {
-	return cl.nodeAs(cl.admin, name, reader)
+func (cl *cluster) node(name string, reader kube.Reader) *testNode {
+	return cl.nodeAs(cl.api, name, reader)
 }
 
 // nodeAs returns a Syncer for a node that writes with c.
-func (cl *cluster) nodeAs(c client.Client, name string, reader client.Reader) *testNode {
+func (cl *cluster) nodeAs(c kube.Client, name string, reader kube.Reader) *testNode {
 	n := &testNode{name: name, writes: &countingClient{Client: c}, events: &eventLog{}}
 	if reader == nil {
 		reader = c
@@ -98,34 +104,23 @@ func (cl *cluster) nodeAs(c client.Client, name string, reader client.Reader) *t
 
 // nodeCache starts the cache the driver runs on a node: Secrets with the
 // managed label only, this node's Pods only.
-func (cl *cluster) nodeCache(t *testing.T, nodeName string) cache.Cache {
+func (cl *cluster) nodeCache(t *testing.T, nodeName string) *kube.Cache {
 	t.Helper()
-	c, err := cache.New(cl.cfg, cache.Options{
-		Scheme: cl.scheme,
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})},
-			&corev1.Pod{}:    {Field: fields.OneTermEqualSelector("spec.nodeName", nodeName)},
-		},
-		ReaderFailOnMissingInformer: true,
+	api, err := kube.NewAPI(cl.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kube.NewCache(api, []kube.Watch{
+		{Object: &corev1.Secret{}, Labels: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})},
+		{Object: &corev1.Pod{}, Fields: fields.OneTermEqualSelector("spec.nodeName", nodeName)},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.Pod{}} {
-		if _, err := c.GetInformer(t.Context(), obj); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Start(ctx); err != nil {
-			t.Errorf("cache: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	if !c.WaitForCacheSync(t.Context()) {
+	t.Cleanup(cancel)
+	c.Start(ctx)
+	if !c.WaitForSync(t.Context()) {
 		t.Fatal("cache did not sync")
 	}
 	return c
@@ -223,33 +218,33 @@ func outcome(p *corev1.Pod, spc *secretsstorev1.SecretProviderClass, v *testVolu
 
 // countingClient counts the writes that go through it.
 type countingClient struct {
-	client.Client
+	kube.Client
 	n atomic.Int32
 }
 
-func (c *countingClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+func (c *countingClient) Apply(ctx context.Context, obj kube.Object, config []byte, fieldManager string) error {
 	c.n.Add(1)
-	return c.Client.Apply(ctx, obj, opts...)
+	return c.Client.Apply(ctx, obj, config, fieldManager)
 }
 
-func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+func (c *countingClient) Create(ctx context.Context, obj kube.Object, fieldManager string) error {
 	c.n.Add(1)
-	return c.Client.Create(ctx, obj, opts...)
+	return c.Client.Create(ctx, obj, fieldManager)
 }
 
-func (c *countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+func (c *countingClient) Update(ctx context.Context, obj kube.Object) error {
 	c.n.Add(1)
-	return c.Client.Update(ctx, obj, opts...)
+	return c.Client.Update(ctx, obj)
 }
 
-func (c *countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+func (c *countingClient) Patch(ctx context.Context, obj kube.Object, pt types.PatchType, data []byte, fieldManager string) error {
 	c.n.Add(1)
-	return c.Client.Patch(ctx, obj, patch, opts...)
+	return c.Client.Patch(ctx, obj, pt, data, fieldManager)
 }
 
-func (c *countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+func (c *countingClient) Delete(ctx context.Context, obj kube.Object, pre *metav1.Preconditions) error {
 	c.n.Add(1)
-	return c.Client.Delete(ctx, obj, opts...)
+	return c.Client.Delete(ctx, obj, pre)
 }
 
 // take returns the number of writes since the last take.

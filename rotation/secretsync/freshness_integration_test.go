@@ -9,10 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/internal/kube"
 )
 
 // answeredAt is outcome with the provider's answer at t.
@@ -91,7 +90,7 @@ func testNoRollbackAcrossNodes(t *testing.T, cl *cluster) {
 
 // hookClient runs hook once, before the first write of the kind it names.
 type hookClient struct {
-	client.Client
+	kube.Client
 	verb string // "create" or "apply"
 	once sync.Once
 	hook func()
@@ -103,14 +102,14 @@ func (c *hookClient) before(verb string) {
 	}
 }
 
-func (c *hookClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+func (c *hookClient) Create(ctx context.Context, obj kube.Object, fieldManager string) error {
 	c.before("create")
-	return c.Client.Create(ctx, obj, opts...)
+	return c.Client.Create(ctx, obj, fieldManager)
 }
 
-func (c *hookClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+func (c *hookClient) Apply(ctx context.Context, obj kube.Object, config []byte, fieldManager string) error {
 	c.before("apply")
-	return c.Client.Apply(ctx, obj, opts...)
+	return c.Client.Apply(ctx, obj, config, fieldManager)
 }
 
 // testNoRollbackInRaces: node B writes between node A's read and A's
@@ -143,10 +142,10 @@ func testNoRollbackInRaces(t *testing.T, cl *cluster) {
 				nb.sync(t, answeredAt(outcome(podB, spc, old), t0.Add(-DefaultSettle)))
 				tB = t0.Add(2 * DefaultSettle)
 			}
-			hook := &hookClient{Client: cl.admin, verb: race.verb, hook: func() {
+			hook := &hookClient{Client: cl.api, verb: race.verb, hook: func() {
 				nb.sync(t, answeredAt(outcome(podB, spc, volB), tB))
 			}}
-			na := cl.nodeAs(hook, "node-a", cl.admin)
+			na := cl.nodeAs(hook, "node-a", cl.api)
 
 			c := na.sync(t, answeredAt(outcome(podA, spc, volA), t0))
 			checkCondition(t, c, metav1.ConditionTrue, ReasonContentKept, `node "node-b"`)

@@ -12,9 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/keymount/keymount/internal/kube"
 )
 
 // replicaSet creates a ReplicaSet of no pods (no controller runs here: the
@@ -137,16 +138,16 @@ func testOwnedByPodsOwners(t *testing.T, cl *cluster) {
 // failingClient fails every write but creates, as an API server that goes
 // away right after a Secret was created.
 type failingClient struct {
-	client.Client
+	kube.Client
 }
 
 var errUnavailable = errors.New("the API server went away")
 
-func (c failingClient) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+func (c failingClient) Apply(context.Context, kube.Object, []byte, string) error {
 	return errUnavailable
 }
 
-func (c failingClient) Patch(context.Context, client.Object, client.Patch, ...client.PatchOption) error {
+func (c failingClient) Patch(context.Context, kube.Object, types.PatchType, []byte, string) error {
 	return errUnavailable
 }
 
@@ -161,7 +162,7 @@ func testCreateCarriesOwner(t *testing.T, cl *cluster) {
 	spc := dbClass(t, cl, ns)
 	pod := cl.pod(t, ns, "app", "node-a", "db")
 	vol := newVolume(t, map[string]string{"db/password": "pw", "user": "admin"})
-	broken := cl.nodeAs(failingClient{Client: cl.admin}, "node-a", cl.admin)
+	broken := cl.nodeAs(failingClient{Client: cl.api}, "node-a", cl.api)
 
 	c, err := broken.syncer.Sync(t.Context(), outcome(pod, spc, vol))
 	if err != nil {

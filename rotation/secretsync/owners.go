@@ -11,10 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/internal/kube"
 )
 
 // Owner references are applied by one field manager per node.
@@ -73,7 +72,7 @@ func podOwner(name string, uid types.UID) owner {
 // seen yet.
 func (s *Syncer) nodeOwners(ctx context.Context, o *driver.Outcome) ([]owner, error) {
 	var pods corev1.PodList
-	if err := s.r.List(ctx, &pods, client.InNamespace(o.PodNamespace)); err != nil {
+	if err := s.r.List(ctx, &pods, kube.ListOptions{Namespace: o.PodNamespace}); err != nil {
 		return nil, err
 	}
 	var owners []owner
@@ -107,7 +106,7 @@ func (s *Syncer) outcomeOwners(ctx context.Context, o *driver.Outcome, cached *c
 		return ownersOf(cached), nil
 	}
 	var p corev1.Pod
-	err := s.c.Get(ctx, client.ObjectKey{Namespace: o.PodNamespace, Name: o.PodName}, &p)
+	err := s.c.Get(ctx, types.NamespacedName{Namespace: o.PodNamespace, Name: o.PodName}, &p)
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && p.UID != types.UID(o.PodUID)):
 		return []owner{podOwner(o.PodName, types.UID(o.PodUID))}, nil
@@ -147,10 +146,10 @@ func ownerReferences(owners []owner) []metav1.OwnerReference {
 }
 
 // ownerApplyConfigs are the owners' references, for an apply.
-func ownerApplyConfigs(owners []owner) []*metav1ac.OwnerReferenceApplyConfiguration {
-	refs := make([]*metav1ac.OwnerReferenceApplyConfiguration, 0, len(owners))
+func ownerApplyConfigs(owners []owner) []ownerApply {
+	refs := make([]ownerApply, 0, len(owners))
 	for _, o := range owners {
-		refs = append(refs, metav1ac.OwnerReference().WithAPIVersion(o.apiVersion).WithKind(o.kind).WithName(o.name).WithUID(o.uid))
+		refs = append(refs, ownerApply{APIVersion: o.apiVersion, Kind: o.kind, Name: o.name, UID: o.uid})
 	}
 	return refs
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/internal/kube"
 )
 
 // testOwnersPerNode: two nodes sync one Secret for their own pods; each
@@ -139,7 +140,11 @@ func testLeastPrivilege(t *testing.T, cl *cluster) {
 	cl.class(t, ns, "other", &secretsstorev1.SecretObject{SecretName: "db", Data: data("x", "x")})
 	pod := cl.pod(t, ns, "app", "node-a", "db")
 	vol := newVolume(t, map[string]string{"db/password": "pw-1", "user": "admin"})
-	n := cl.nodeAs(c, "node-a", nil)
+	api, err := kube.NewAPI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := cl.nodeAs(api, "node-a", nil)
 	waitFor(t, "the role to take effect", func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 		return err == nil, client.IgnoreNotFound(ignoreForbidden(err))

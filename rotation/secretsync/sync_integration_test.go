@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -173,7 +174,8 @@ func testNoWriteWhenUnchanged(t *testing.T, cl *cluster) {
 	waitFor(t, "the cache to hold the Secret and the pod", func(ctx context.Context) (bool, error) {
 		var s corev1.Secret
 		var p corev1.Pod
-		err := errors.Join(nodeCache.Get(ctx, client.ObjectKeyFromObject(live), &s), nodeCache.Get(ctx, client.ObjectKeyFromObject(pod), &p))
+		err := errors.Join(nodeCache.Get(ctx, types.NamespacedName{Namespace: live.Namespace, Name: live.Name}, &s),
+			nodeCache.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, &p))
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}

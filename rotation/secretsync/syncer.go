@@ -9,11 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/atomicwrite"
+	"github.com/keymount/keymount/internal/kube"
 )
 
 const (
@@ -34,8 +34,8 @@ const (
 // Syncer mirrors mounted files into the Secrets of a class. It is safe for
 // concurrent use.
 type Syncer struct {
-	c           client.Client
-	r           client.Reader
+	c           kube.Client
+	r           kube.Reader
 	node        string
 	driverName  string
 	nodeManager string
@@ -50,7 +50,7 @@ type Syncer struct {
 // the node-scoped cache (Secrets with ManagedLabel, this node's Pods);
 // driverName is the CSI driver name pods use in their volumes; rec emits
 // events on pods (nil: none).
-func New(c client.Client, r client.Reader, node, driverName string, rec record.EventRecorder) *Syncer {
+func New(c kube.Client, r kube.Reader, node, driverName string, rec record.EventRecorder) *Syncer {
 	return &Syncer{c: c, r: r, node: node, driverName: driverName, nodeManager: nodeManager(node), rec: rec, settle: DefaultSettle}
 }
 

@@ -9,8 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 )
@@ -20,7 +19,7 @@ import (
 // Secret that does not exist from one keymount did not create (or one the
 // cache has not seen yet).
 func (s *Syncer) current(ctx context.Context, d *desired) (*corev1.Secret, error) {
-	key := client.ObjectKey{Namespace: d.namespace, Name: d.name}
+	key := types.NamespacedName{Namespace: d.namespace, Name: d.name}
 	var cur corev1.Secret
 	err := s.r.Get(ctx, key, &cur)
 	if apierrors.IsNotFound(err) {
@@ -69,7 +68,7 @@ func (s *Syncer) refusal(ctx context.Context, d *desired, cur *corev1.Secret) (r
 // gone or dropped the Secret is taken over.
 func (s *Syncer) claimedBy(ctx context.Context, d *desired, other string) (bool, error) {
 	var spc secretsstorev1.SecretProviderClass
-	err := s.c.Get(ctx, client.ObjectKey{Namespace: d.namespace, Name: other}, &spc)
+	err := s.c.Get(ctx, types.NamespacedName{Namespace: d.namespace, Name: other}, &spc)
 	switch {
 	case apierrors.IsNotFound(err):
 		return false, nil
@@ -84,7 +83,7 @@ func (s *Syncer) claimedBy(ctx context.Context, d *desired, other string) (bool,
 // live reads the Secret d names from the API server, nil when there is none.
 func (s *Syncer) live(ctx context.Context, d *desired) (*corev1.Secret, error) {
 	var cur corev1.Secret
-	err := s.c.Get(ctx, client.ObjectKey{Namespace: d.namespace, Name: d.name}, &cur)
+	err := s.c.Get(ctx, types.NamespacedName{Namespace: d.namespace, Name: d.name}, &cur)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
@@ -146,15 +145,15 @@ func (s *Syncer) write(ctx context.Context, d *desired, cur *corev1.Secret, owne
 func (s *Syncer) applyContent(ctx context.Context, d *desired, cur *corev1.Secret, mine stamp) (string, error) {
 	annotations := maps.Clone(d.annotations)
 	maps.Copy(annotations, mine.annotations())
-	cfg := corev1ac.Secret(d.name, d.namespace).WithUID(cur.UID).WithResourceVersion(cur.ResourceVersion).
-		WithType(d.typ).WithData(d.data).WithLabels(d.labels).WithAnnotations(annotations)
-	if err := s.c.Apply(ctx, cfg, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
+	typ := d.typ
+	cfg := newSecretApply(d, cur.UID)
+	cfg.Metadata.ResourceVersion = cur.ResourceVersion
+	cfg.Type, cfg.Data, cfg.Metadata.Labels, cfg.Metadata.Annotations = &typ, d.data, d.labels, annotations
+	out, err := s.apply(ctx, cfg, FieldManager)
+	if err != nil {
 		return "", err
 	}
-	if cfg.ResourceVersion == nil {
-		return "", nil
-	}
-	return *cfg.ResourceVersion, nil
+	return out.ResourceVersion, nil
 }
 
 // applyOwners applies, as this node's manager, the references to owners
@@ -166,9 +165,9 @@ func (s *Syncer) applyOwners(ctx context.Context, d *desired, cur *corev1.Secret
 	all := append(keptOwners(cur, s.nodeManager), owners...)
 	slices.SortFunc(all, func(a, b owner) int { return strings.Compare(string(a.uid), string(b.uid)) })
 	all = slices.CompactFunc(all, func(a, b owner) bool { return a.uid == b.uid })
-	cfg := corev1ac.Secret(d.name, d.namespace).WithUID(cur.UID).WithOwnerReferences(ownerApplyConfigs(all)...)
-	if version != "" {
-		cfg.WithResourceVersion(version)
-	}
-	return s.c.Apply(ctx, cfg, client.ForceOwnership, client.FieldOwner(s.nodeManager))
+	cfg := newSecretApply(d, cur.UID)
+	cfg.Metadata.ResourceVersion = version
+	cfg.Metadata.OwnerReferences = ownerApplyConfigs(all)
+	_, err := s.apply(ctx, cfg, s.nodeManager)
+	return err
 }
