@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"unicode/utf8"
@@ -32,6 +33,21 @@ var (
 	// errInvalidProviderFile marks a provider file the driver refuses.
 	errInvalidProviderFile = errors.New("invalid provider file")
 )
+
+// ErrAPIUnavailable marks a cluster-side failure that a later call may not
+// meet: the driver is not connected to the API server yet. Errors of an API
+// server that does not answer, or answers that it cannot serve now, are
+// Unavailable too (see unavailable).
+var ErrAPIUnavailable = errors.New("API server unavailable")
+
+// unavailable reports whether err says the API server could not be reached
+// or cannot serve now: kubelet retries such a publish.
+func unavailable(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, ErrAPIUnavailable) || errors.As(err, &op) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
+}
 
 // maxMessageLen bounds every error message the driver passes on: in the
 // returned status, logs, events and records. A provider controls its
@@ -102,6 +118,8 @@ func codeOf(err error) codes.Code {
 		return codes.PermissionDenied
 	case errors.As(err, &perr):
 		return nonUnknown(perr.Code)
+	case unavailable(err):
+		return codes.Unavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):

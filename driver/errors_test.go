@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"syscall"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -38,6 +41,12 @@ func TestToStatus(t *testing.T) {
 		{"bad provider response", fmt.Errorf("x: %w", providerclient.ErrInvalidResponse), codes.Internal},
 		{"plain error", errors.New("disk on fire"), codes.Internal},
 		{"forbidden", fmt.Errorf("get class: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "secretproviderclasses"}, "x", errors.New("rbac"))), codes.PermissionDenied},
+		{"not connected yet", fmt.Errorf("read class: %w: not connected", ErrAPIUnavailable), codes.Unavailable},
+		{"not connected, deadline", fmt.Errorf("%w: %w", ErrAPIUnavailable, context.DeadlineExceeded), codes.Unavailable},
+		{"API server unreachable", fmt.Errorf("get class: %w", &url.Error{Op: "Get", URL: "https://127.0.0.1:6443",
+			Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}), codes.Unavailable},
+		{"API server unavailable", fmt.Errorf("get class: %w", apierrors.NewServiceUnavailable("shutting down")), codes.Unavailable},
+		{"API server throttles", fmt.Errorf("get class: %w", apierrors.NewTooManyRequests("later", 1)), codes.Unavailable},
 		{"bare status kept", status.Error(codes.ResourceExhausted, "slow down"), codes.ResourceExhausted},
 		{"bare unknown status", status.Error(codes.Unknown, "what"), codes.Internal},
 	}

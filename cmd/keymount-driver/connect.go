@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 
 // errNotConnected fails what needs the API server before the driver has
 // connected to it; the reporter retries such writes with backoff.
-var errNotConnected = errors.New("not connected to the API server yet")
+var errNotConnected = fmt.Errorf("%w: not connected to the API server yet", driver.ErrAPIUnavailable)
 
 // connectRetry bounds the wait between attempts to connect.
 const connectRetry = 30 * time.Second
