@@ -62,6 +62,10 @@ type Config struct {
 	// ReportTimeout is the deadline of one pod status or Secret sync write;
 	// DefaultReportTimeout when 0.
 	ReportTimeout time.Duration
+	// ReleaseMemoryAfter is how long the driver is idle (no CSI call)
+	// after calls before it returns freed memory to the OS; negative turns
+	// it off, 0 means DefaultReleaseMemoryAfter.
+	ReleaseMemoryAfter time.Duration
 }
 
 func (c *Config) validate() error {
@@ -107,6 +111,9 @@ func (c *Config) defaults() {
 	}
 	if c.ReportTimeout <= 0 {
 		c.ReportTimeout = DefaultReportTimeout
+	}
+	if c.ReleaseMemoryAfter == 0 {
+		c.ReleaseMemoryAfter = DefaultReleaseMemoryAfter
 	}
 }
 

@@ -45,6 +45,7 @@ type Driver struct {
 	locks    volumeLocks
 	slots    *slots
 	reporter *reporter
+	idle     *idleRelease
 }
 
 // New validates cfg and returns a Driver.
@@ -61,6 +62,7 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 	return &Driver{
 		cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}},
 		slots: newSlots(cfg), reporter: newReporter(deps.Cluster, cfg.ReportTimeout),
+		idle: newIdleRelease(cfg.ReleaseMemoryAfter, clock.RealClock{}),
 	}, nil
 }
 
@@ -92,7 +94,7 @@ func (d *Driver) Run(ctx context.Context) error {
 // Serve serves the Identity and Node services on l until ctx is done, and
 // writes the cluster side of publishes in the background.
 func (d *Driver) Serve(ctx context.Context, l net.Listener) error {
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcrecover.UnaryServerInterceptor(), logFailures))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcrecover.UnaryServerInterceptor(), logFailures, d.touch))
 	csi.RegisterIdentityServer(srv, &identityServer{d: d})
 	csi.RegisterNodeServer(srv, &nodeServer{d: d})
 
@@ -102,6 +104,7 @@ func (d *Driver) Serve(ctx context.Context, l net.Listener) error {
 	reported := make(chan struct{})
 	go func() { d.reporter.run(reportCtx); close(reported) }()
 	defer func() { stopReports(); <-reported }()
+	go d.idle.run(reportCtx)
 	d.serving.Store(true)
 	klog.InfoS("serving CSI", "driver", d.cfg.DriverName, "endpoint", l.Addr().String(), "node", d.cfg.NodeID)
 	select {
@@ -123,6 +126,12 @@ func (d *Driver) Serve(ctx context.Context, l net.Listener) error {
 
 // logFailures logs every failed RPC once, with its method, code and
 // duration, and makes sure no handler leaks a non-status error.
+// touch records every CSI call for the idle memory release.
+func (d *Driver) touch(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	d.idle.touch()
+	return handler(ctx, req)
+}
+
 func logFailures(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)

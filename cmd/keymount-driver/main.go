@@ -47,18 +47,20 @@ type config struct {
 	driver          driver.Config
 	additionalDirs  string
 	providerTimeout time.Duration
-	providerMaxRecv int
-	stateDir        string
-	tmpfsSize       string
-	classPaths      string
-	kubeconfig      string
-	kubeQPS         float64
-	kubeBurst       int
-	syncSecrets     bool
-	healthAddr      string
-	inflightBytes   string
-	registration    registration.Config
-	upstream        *upstream
+	// releaseMemoryAfter is --release-memory-after; 0 turns it off.
+	releaseMemoryAfter time.Duration
+	providerMaxRecv    int
+	stateDir           string
+	tmpfsSize          string
+	classPaths         string
+	kubeconfig         string
+	kubeQPS            float64
+	kubeBurst          int
+	syncSecrets        bool
+	healthAddr         string
+	inflightBytes      string
+	registration       registration.Config
+	upstream           *upstream
 }
 
 func main() {
@@ -96,6 +98,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.registration.Dir, "plugin-registration-dir", "", "kubelet's plugins_registry directory as the driver sees it: register with kubelet there (no node-driver-registrar sidecar needed); empty: off")
 	fs.StringVar(&cfg.registration.Endpoint, "kubelet-registration-path", "/var/lib/kubelet/plugins/csi-secrets-store/csi.sock", "the CSI socket as kubelet sees it on the host, announced with --plugin-registration-dir")
 	fs.StringVar(&cfg.healthAddr, "health-addr", "", "address serving /healthz and /readyz over HTTP (e.g. :9809); empty: off")
+	fs.DurationVar(&cfg.releaseMemoryAfter, "release-memory-after", driver.DefaultReleaseMemoryAfter, "return freed memory to the node once no CSI call came for this long after some did (the garbage of a burst of pods); 0: never")
 	fs.DurationVar(&cfg.providerTimeout, "provider-timeout", 60*time.Second, "deadline of one provider call; keep it below kubelet's 2 minutes")
 	fs.IntVar(&cfg.providerMaxRecv, "provider-max-recv-size", 4<<20, "largest provider response accepted, in bytes")
 	fs.StringVar(&cfg.stateDir, "state-dir", "/var/lib/keymount", "host directory (bidirectional mount propagation) holding each volume's tmpfs and record")
@@ -125,6 +128,10 @@ func run(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("--provider-inflight-bytes %q: want a positive size such as 64Mi", cfg.inflightBytes)
 	}
 	cfg.driver.ProviderInflightBytes = inflight.Value()
+	cfg.driver.ReleaseMemoryAfter = cfg.releaseMemoryAfter
+	if cfg.releaseMemoryAfter <= 0 {
+		cfg.driver.ReleaseMemoryAfter = -1 // off
+	}
 	cfg.driver.ProviderMaxRecvBytes = int64(cfg.providerMaxRecv)
 	providers, err := providerclient.New(providerclient.Config{
 		Dirs:           append(splitList(cfg.additionalDirs), cfg.driver.ProviderDir),

@@ -59,7 +59,7 @@ type clusterNode struct {
 // benchmark class in the API, the local provider and the driver (the
 // DaemonSet's memory settings, --kubeconfig of an administrator), and
 // registers their clean-up.
-func startClusterNode(b *testing.B, driverBin, providerBin string, pprof bool) *clusterNode {
+func startClusterNode(b *testing.B, driverBin, providerBin string, pprof bool, extraArgs ...string) *clusterNode {
 	b.Helper()
 	env := k8senv.Start(b, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	kubeconfig, cfg := env.KubeconfigFor(b, "keymount-bench", []string{"system:masters"})
@@ -85,7 +85,7 @@ func startClusterNode(b *testing.B, driverBin, providerBin string, pprof bool) *
 		b.Fatalf("create the class: %v", err)
 	}
 	ds := daemonSetContainer(b)
-	args := append([]string{"--kubeconfig=" + kubeconfig}, memoryArgs(ds)...)
+	args := append(append([]string{"--kubeconfig=" + kubeconfig}, memoryArgs(ds)...), extraArgs...)
 	n := &clusterNode{env: env, kube: kube, ctrl: ctrl}
 	if pprof {
 		port := freePort(b)
