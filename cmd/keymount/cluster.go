@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -21,7 +20,7 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/internal/kube/crreader"
 )
 
 // clusterClass reads the class --class names from the API server of
@@ -45,7 +44,7 @@ func clusterClass(ctx context.Context, cfg *mountConfig, warnings io.Writer) (*c
 	if err != nil {
 		return nil, fmt.Errorf("connect to the API server %s: %w", rc.Host, err)
 	}
-	classes := class.NewKubeResolver(classReader{live}, classReader{live})
+	classes := class.NewKubeResolver(crreader.New(live), crreader.New(live))
 	spc, err := classes.Resolve(ctx, cfg.pod.Namespace, cfg.className)
 	if err != nil {
 		return nil, classReadError(ctx, rc.Host, cfg.timeout, err)
@@ -87,20 +86,6 @@ func newClassReader(rc *rest.Config) (client.Reader, error) {
 		return nil, err
 	}
 	return client.New(rc, client.Options{Scheme: scheme, DryRun: ptr.To(true), Log: klog.Background()})
-}
-
-// classReader reads through controller-runtime's client, whose discovery
-// tells a missing CRD (meta.IsNoMatchError) from a missing class.
-type classReader struct{ r client.Reader }
-
-func (c classReader) Get(ctx context.Context, key types.NamespacedName, obj kube.Object) error {
-	return c.r.Get(ctx, key, obj)
-}
-
-func (c classReader) List(ctx context.Context, list kube.ObjectList, opts kube.ListOptions) error {
-	return c.r.List(ctx, list, &client.ListOptions{
-		Namespace: opts.Namespace, LabelSelector: opts.Labels, FieldSelector: opts.Fields, Limit: opts.Limit,
-	})
 }
 
 // classReadError explains a failed read of the class. A missing or unusable

@@ -2,6 +2,7 @@ package aws_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -217,20 +218,8 @@ func mountMany(tb testing.TB, socket string, n int) {
 // its largest holders with go tool pprof -top, and returns the in-use heap.
 func (p *runningProvider) heapInuseMiB(tb testing.TB) float64 {
 	tb.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+p.pprofAddr+"/debug/pprof/heap?gc=1", nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatalf("heap profile: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
+	data := p.pprof(tb, "heap?gc=1")
 	profile := filepath.Join(tb.TempDir(), "heap.pb.gz")
-	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		tb.Fatalf("heap profile: HTTP %d, %v", resp.StatusCode, err)
-	}
 	if err := os.WriteFile(profile, data, 0o600); err != nil {
 		tb.Fatal(err)
 	}
@@ -252,16 +241,7 @@ func (p *runningProvider) logMemory(tb testing.TB) {
 	for _, f := range []string{"VmRSS", "RssAnon", "RssFile"} {
 		fmt.Fprintf(&b, "%s %.1f MiB, ", f, float64(procStatus(tb, pid, f))/(1<<20))
 	}
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+p.pprofAddr+"/debug/pprof/heap?debug=1", nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatalf("heap profile: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(p.pprof(tb, "heap?debug=1")))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -272,6 +252,25 @@ func (p *runningProvider) logMemory(tb testing.TB) {
 		}
 	}
 	tb.Logf("idle memory: %s", strings.TrimSuffix(b.String(), ", "))
+}
+
+// pprof fetches /debug/pprof/<page> from the provider.
+func (p *runningProvider) pprof(tb testing.TB, page string) []byte {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+p.pprofAddr+"/debug/pprof/"+page, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("pprof %s: %v", page, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("pprof %s: HTTP %d, %v", page, resp.StatusCode, err)
+	}
+	return data
 }
 
 // inuseTotalMiB reads the total of pprof -top's "... of <total> total" line.
