@@ -52,6 +52,9 @@ func (d *Driver) publishLocked(ctx context.Context, p *publishRequest) (*Outcome
 	if err := sameVolume(prev, p); err != nil {
 		return nil, err
 	}
+	if prev != nil && !d.refreshDue(prev, p) {
+		return nil, d.keepMounted(v, p, prev)
+	}
 	o, err := d.refresh(ctx, v, p, prev)
 	switch {
 	case err == nil:
@@ -69,6 +72,23 @@ func (d *Driver) publishLocked(ctx context.Context, p *publishRequest) (*Outcome
 		return nil, err
 	}
 	return d.keepAfterFailure(v, p, prev, o.Class, err), nil
+}
+
+// refreshDue reports whether a republish refreshes the volume of prev: when
+// the refresh policy says so, or the pod's fsGroup changed (the files are
+// rewritten in the new group).
+func (d *Driver) refreshDue(prev *volume.Record, p *publishRequest) bool {
+	return d.deps.Refresh == nil || prev.MountGroup != p.mountGroup || d.deps.Refresh.Due(prev.LastMount, d.deps.Clock.Now())
+}
+
+// keepMounted answers a republish that is not due: the target must still
+// show the volume (a target someone unmounted is bound again); nothing is
+// fetched, written or reported.
+func (d *Driver) keepMounted(v *volume.Volume, p *publishRequest, prev *volume.Record) error {
+	if prev.Adopted {
+		return nil // the upstream driver's tmpfs is the target itself
+	}
+	return d.deps.Volumes.Bind(v, p.target, p.readOnly)
 }
 
 // refresh resolves the class, calls the provider, writes what it returns and

@@ -35,6 +35,18 @@ type Deps struct {
 	Clock     clock.PassiveClock
 	// Cluster is optional: without it nothing is written to an API server.
 	Cluster Cluster
+	// Refresh decides whether a republish refreshes a mounted volume;
+	// nil refreshes on every republish.
+	Refresh RefreshPolicy
+}
+
+// RefreshPolicy decides whether a republish refreshes a mounted volume
+// (calls its provider). A republish that is not due only makes sure the
+// target still shows the volume: no provider call, no API request.
+type RefreshPolicy interface {
+	// Due reports whether a republish at now refreshes a volume whose
+	// provider last answered at lastRefresh.
+	Due(lastRefresh, now time.Time) bool
 }
 
 // Driver is the CSI node plugin.

@@ -27,6 +27,7 @@ import (
 	"github.com/keymount/keymount/driver/registration"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/internal/logredact"
+	"github.com/keymount/keymount/rotation"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -49,18 +50,20 @@ type config struct {
 	providerTimeout time.Duration
 	// releaseMemoryAfter is --release-memory-after; 0 turns it off.
 	releaseMemoryAfter time.Duration
-	providerMaxRecv    int
-	stateDir           string
-	tmpfsSize          string
-	classPaths         string
-	kubeconfig         string
-	kubeQPS            float64
-	kubeBurst          int
-	syncSecrets        bool
-	healthAddr         string
-	inflightBytes      string
-	registration       registration.Config
-	upstream           *upstream
+	// rotation is --enable-secret-rotation and --rotation-poll-interval.
+	rotation        rotation.NodeDefaults
+	providerMaxRecv int
+	stateDir        string
+	tmpfsSize       string
+	classPaths      string
+	kubeconfig      string
+	kubeQPS         float64
+	kubeBurst       int
+	syncSecrets     bool
+	healthAddr      string
+	inflightBytes   string
+	registration    registration.Config
+	upstream        *upstream
 }
 
 func main() {
@@ -98,6 +101,8 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.registration.Dir, "plugin-registration-dir", "", "kubelet's plugins_registry directory as the driver sees it: register with kubelet there (no node-driver-registrar sidecar needed); empty: off")
 	fs.StringVar(&cfg.registration.Endpoint, "kubelet-registration-path", "/var/lib/kubelet/plugins/csi-secrets-store/csi.sock", "the CSI socket as kubelet sees it on the host, announced with --plugin-registration-dir")
 	fs.StringVar(&cfg.healthAddr, "health-addr", "", "address serving /healthz and /readyz over HTTP (e.g. :9809); empty: off")
+	fs.BoolVar(&cfg.rotation.Enabled, "enable-secret-rotation", false, "refresh mounted volumes (upstream's switch): off, a volume keeps what its first publish mounted")
+	fs.DurationVar(&cfg.rotation.Interval, "rotation-poll-interval", rotation.DefaultInterval, "with --enable-secret-rotation, refresh a volume on the first republish kubelet sends (about every minute) once this long has passed since its provider last answered; 0: on every republish")
 	fs.DurationVar(&cfg.releaseMemoryAfter, "release-memory-after", driver.DefaultReleaseMemoryAfter, "return freed memory to the node once no CSI call came for this long after some did (the garbage of a burst of pods); 0: never")
 	fs.DurationVar(&cfg.providerTimeout, "provider-timeout", 60*time.Second, "deadline of one provider call; keep it below kubelet's 2 minutes")
 	fs.IntVar(&cfg.providerMaxRecv, "provider-max-recv-size", 4<<20, "largest provider response accepted, in bytes")
@@ -142,7 +147,10 @@ func run(ctx context.Context, cfg *config) error {
 		return err
 	}
 	defer func() { _ = providers.Close() }()
-	deps := driver.Deps{Providers: providers, Volumes: volumes}
+	if cfg.rotation.Interval < 0 {
+		return fmt.Errorf("--rotation-poll-interval %s: want a duration of 0 or more such as 2m", cfg.rotation.Interval)
+	}
+	deps := driver.Deps{Providers: providers, Volumes: volumes, Refresh: cfg.rotation}
 	if err := connect(ctx, cfg, &deps); err != nil {
 		return err
 	}

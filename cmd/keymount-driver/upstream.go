@@ -36,10 +36,6 @@ type upstream struct {
 var ignoredUpstreamFlags = map[string]ignoredflags.Flag{
 	"metrics-addr": {Usage: "upstream: address of the Prometheus metrics endpoint",
 		Why: "keymount serves no metrics endpoint yet"},
-	"enable-secret-rotation": {Usage: "upstream: refresh mounted volumes periodically",
-		Why: "keymount refreshes a volume on every republish kubelet sends (the CSIDriver's requiresRepublish)", Bool: true},
-	"rotation-poll-interval": {Usage: "upstream: how often rotation polls providers",
-		Why: "keymount refreshes a volume on every republish kubelet sends (the CSIDriver's requiresRepublish)"},
 	"provider-health-check": {Usage: "upstream: probe provider sockets periodically",
 		Why: "keymount's /readyz checks provider sockets on every probe", Bool: true},
 	"provider-health-check-interval": {Usage: "upstream: interval of the provider health check",

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -44,7 +45,7 @@ func TestUpstreamFlagsParse(t *testing.T) {
 	if cfg.driver.NodeID != "node-1" || cfg.driver.DriverName != "secrets-store.csi.k8s.io" ||
 		cfg.driver.ProviderDir != "/var/run/secrets-store-csi-providers" ||
 		cfg.additionalDirs != "/etc/kubernetes/secrets-store-csi-providers" || cfg.providerMaxRecv != 8<<20 ||
-		cfg.driver.Endpoint != "unix:///csi/csi.sock" {
+		cfg.driver.Endpoint != "unix:///csi/csi.sock" || cfg.rotation.Enabled || cfg.rotation.Interval != 2*time.Minute {
 		t.Errorf("upstream flags mapped to %+v", cfg)
 	}
 	var ignored []string
@@ -52,15 +53,15 @@ func TestUpstreamFlagsParse(t *testing.T) {
 		ignored = append(ignored, name)
 	}
 	slices.Sort(ignored)
-	want := []string{"enable-secret-rotation", "metrics-addr", "provider-health-check", "provider-health-check-interval", "rotation-poll-interval"}
+	want := []string{"metrics-addr", "provider-health-check", "provider-health-check-interval"}
 	if !slices.Equal(ignored, want) {
 		t.Errorf("ignored flags recorded: %v, want %v", ignored, want)
 	}
 
 	// Bare boolean flags, as upstream's flag package allows them.
 	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--enable-secret-rotation", "--provider-health-check", "--enable-pprof", "--version"})
-	if cfg.upstream.ignored.Given()["enable-secret-rotation"] != "true" || !cfg.upstream.enablePprof || !cfg.upstream.version {
-		t.Errorf("bare boolean flags: %+v", cfg.upstream)
+	if !cfg.rotation.Enabled || cfg.upstream.ignored.Given()["provider-health-check"] != "true" || !cfg.upstream.enablePprof || !cfg.upstream.version {
+		t.Errorf("bare boolean flags: %+v, rotation %+v", cfg.upstream, cfg.rotation)
 	}
 
 	// keymount's own names still win when given after the alias.
@@ -75,7 +76,7 @@ func TestUpstreamBadBool(t *testing.T) {
 	fs.SetOutput(&bytes.Buffer{})
 	cfg := &config{}
 	addUpstreamFlags(fs, cfg)
-	if err := fs.Parse([]string{"--enable-secret-rotation=maybe"}); err == nil || !strings.Contains(err.Error(), "enable-secret-rotation") {
+	if err := fs.Parse([]string{"--provider-health-check=maybe"}); err == nil || !strings.Contains(err.Error(), "provider-health-check") {
 		t.Errorf("a bad boolean: %v, want an error naming the flag", err)
 	}
 }

@@ -98,8 +98,10 @@ func decodeRecord(id string, data []byte) (*Record, error) {
 	}
 	// A time JSON can carry but not encode (a zone offset of a day or more,
 	// a year past 9999) would make the record unsavable: rebuild it instead.
-	if _, err := json.Marshal(r); err != nil {
-		return nil, fmt.Errorf("%w of volume %s: %w", ErrCorruptRecord, id, err)
+	for _, t := range []time.Time{r.LastMount, r.LastChange, r.LastErrorTime} {
+		if _, err := t.MarshalJSON(); err != nil {
+			return nil, fmt.Errorf("%w of volume %s: %w", ErrCorruptRecord, id, err)
+		}
 	}
 	return r, nil
 }

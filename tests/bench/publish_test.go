@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/harness"
 )
 
@@ -29,7 +30,10 @@ func TestMain(m *testing.M) {
 //     write the files, save the record. Unpublishing it afterwards is not
 //     timed.
 //   - republish: kubelet's periodic republish of a published volume whose
-//     content did not change.
+//     content did not change, a refresh on every republish;
+//   - republish-not-due: the same republish when the refresh policy says
+//     it is not due (rotation off, upstream's default): no provider call,
+//     the target checked, nothing written or reported.
 //
 // The driver and the provider run in this process, so ns/op is the whole
 // round trip kubelet sees, and allocs/op and B/op count everything
@@ -40,7 +44,8 @@ func BenchmarkNodePublishVolume(b *testing.B) {
 	for _, n := range []int{1, 50} {
 		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
 			b.Run("first", func(b *testing.B) { benchFirst(b, n) })
-			b.Run("republish", func(b *testing.B) { benchRepublish(b, n) })
+			b.Run("republish", func(b *testing.B) { benchRepublish(b, n, harness.Options{}) })
+			b.Run("republish-not-due", func(b *testing.B) { benchRepublish(b, n, harness.Options{Refresh: rotation.NodeDefaults{}}) })
 		})
 	}
 }
@@ -68,8 +73,8 @@ func benchFirst(b *testing.B, objects int) {
 	}
 }
 
-func benchRepublish(b *testing.B, objects int) {
-	h := startNode(b, objects)
+func benchRepublish(b *testing.B, objects int, opts harness.Options) {
+	h := startNodeWith(b, objects, opts)
 	ctx := b.Context()
 	v := h.NewVolume("secrets")
 	req := h.PublishRequest(v.ID, v.Target, benchClass, true)
@@ -97,7 +102,12 @@ func benchRepublish(b *testing.B, objects int) {
 // objectSize random bytes each.
 func startNode(b *testing.B, objects int) *harness.Harness {
 	b.Helper()
-	h := harness.Start(b, harness.Options{})
+	return startNodeWith(b, objects, harness.Options{})
+}
+
+func startNodeWith(b *testing.B, objects int, opts harness.Options) *harness.Harness {
+	b.Helper()
+	h := harness.Start(b, opts)
 	names := make([]string, objects)
 	for i := range names {
 		names[i] = fmt.Sprintf("object-%02d", i)

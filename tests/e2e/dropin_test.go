@@ -21,7 +21,8 @@ import (
 
 // TestDriverWithUpstreamFlags: the driver started with exactly the
 // arguments upstream's manifests render publishes a pod's volume, reports
-// its status, and says once which flags it ignores.
+// its status, says once which flags it ignores, and keeps upstream's meaning
+// of --enable-secret-rotation=false: a republish refreshes nothing.
 func TestDriverWithUpstreamFlags(t *testing.T) {
 	n := startNode(t, nodeOptions{upstreamFlags: true})
 	ns := n.newNamespace(t)
@@ -38,10 +39,22 @@ func TestDriverWithUpstreamFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, flag := range []string{"--metrics-addr", "--enable-secret-rotation", "--rotation-poll-interval", "--provider-health-check"} {
+	for _, flag := range []string{"--metrics-addr", "--provider-health-check"} {
 		if c := strings.Count(string(log), `"ignoring a flag keymount does not need" flag="`+flag+`"`); c != 1 {
 			t.Errorf("the driver logged %d times that it ignores %s, want once", c, flag)
 		}
+	}
+	for _, flag := range []string{"--enable-secret-rotation", "--rotation-poll-interval"} {
+		if strings.Contains(string(log), `"ignoring a flag keymount does not need" flag="`+flag+`"`) {
+			t.Errorf("the driver ignores %s; it has upstream's meaning", flag)
+		}
+	}
+	// --enable-secret-rotation=false, as upstream renders it: a republish
+	// keeps what the first publish mounted, whatever the store holds now.
+	n.writeObject(t, "flags/key", []byte("changed-"+randomHex(6)))
+	n.mustPublish(t, pod, "secrets")
+	if got := readFile(t, n.targetPath(pod, "secrets"), "key"); got != string(content) {
+		t.Errorf("after a republish with rotation off, key = %q, want the first publish's %q", got, content)
 	}
 	n.mustUnpublish(t, pod, "secrets")
 }

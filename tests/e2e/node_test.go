@@ -174,6 +174,9 @@ func keymountDriverArgs(n *node, kubeconfig string) []string {
 		"--kubelet-root-dir=" + n.kubeletRoot,
 		"--tmpfs-size=4Mi",
 		"--kubeconfig=" + kubeconfig,
+		// Every republish refreshes: the tests change objects and
+		// republish at once. Not-due republishes are tested apart.
+		"--enable-secret-rotation", "--rotation-poll-interval=0s",
 		logVerbosity,
 	}
 }

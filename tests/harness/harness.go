@@ -48,6 +48,9 @@ type Options struct {
 	// it reads classes with (nil keeps the class directory). Nil: no API
 	// server, classes from ClassDir.
 	Cluster func(ctx context.Context) (driver.Cluster, class.Resolver, error)
+	// Refresh is the driver's refresh policy; nil refreshes on every
+	// republish.
+	Refresh driver.RefreshPolicy
 }
 
 func (o *Options) defaults() {
@@ -270,6 +273,7 @@ func (h *Harness) driverDeps(ctx context.Context, pc *providerclient.Client, vol
 		Classes:   &class.FileResolver{Paths: []string{h.ClassDir}},
 		Providers: pc,
 		Volumes:   vols,
+		Refresh:   h.opts.Refresh,
 	}
 	if h.opts.Cluster == nil {
 		return deps, nil

@@ -63,6 +63,9 @@ func (n *Node) StartDriver(tb testing.TB) {
 		"--kubeconfig="+n.driverKubeconfig,
 		"--sync-secrets",
 		"--tmpfs-size=4Mi",
+		// kubelet's every republish refreshes (the tier waits for
+		// kubelet's own republish to carry a change).
+		"--enable-secret-rotation", "--rotation-poll-interval=0s",
 		driverVerbosity,
 	)
 	n.mu.Lock()
