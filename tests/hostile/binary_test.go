@@ -104,6 +104,8 @@ func (b *binNode) driverArgs() []string {
 	return []string{
 		"--endpoint=unix://" + b.sock, "--class-path=" + b.classDir, "--provider-dir=" + b.providerDir,
 		"--additional-provider-dirs=", "--state-dir=" + b.stateDir, "--kubelet-root-dir=" + b.kubeletRoot,
+		// Every republish refreshes: the crash tests republish to write.
+		"--enable-secret-rotation", "--rotation-poll-interval=0s",
 		"--node-id=hostile-node", "-v=2",
 	}
 }
