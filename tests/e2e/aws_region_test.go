@@ -62,24 +62,8 @@ func TestAWSProviderNodeRegion(t *testing.T) {
 		}
 	})
 
-	providerLog := filepath.Join(logDir, "provider-aws.log")
-	provider := startAWSProvider(t, n, providerLog, kubeconfig, endpoint, "")
-	t.Cleanup(func() {
-		if err := provider.stop(); err != nil {
-			t.Errorf("stopping keymount-provider-aws: %v", err)
-		}
-		checkAWSProviderLog(t, n, providerLog)
-	})
-
-	ns := n.newNamespace(t)
-	sa, err := s.kube.CoreV1().ServiceAccounts(ns).Get(ctx, serviceAccount, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa.Annotations = map[string]string{"eks.amazonaws.com/role-arn": awsRoleARN}
-	if _, err := s.kube.CoreV1().ServiceAccounts(ns).Update(ctx, sa, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("annotate service account: %v", err)
-	}
+	runAWSProvider(t, n, logDir, kubeconfig, endpoint, "")
+	ns := s.irsaNamespace(t, n)
 	spc := &secretsstorev1.SecretProviderClass{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "aws-noregion"},
 		Spec: secretsstorev1.SecretProviderClassSpec{
@@ -99,7 +83,7 @@ func TestAWSProviderNodeRegion(t *testing.T) {
 	}
 	pod := n.createPod(t, ns, "app", secretsVolume{name: "secrets", class: spc.Name})
 
-	err = n.publish(t, pod, "secrets")
+	err := n.publish(t, pod, "secrets")
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "has no "+regionLabel+" label") ||
 		!strings.Contains(err.Error(), "parameters.region") {
 		t.Fatalf("publish on a node without a region label: %v; want FailedPrecondition naming the label and parameters.region", err)

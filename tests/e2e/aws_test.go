@@ -75,24 +75,8 @@ func TestAWSProvider(t *testing.T) {
 	n.forbid(secret1, "the first secret string stored in moto")
 	n.forbid(host, "the parameter value stored in moto")
 
-	providerLog := filepath.Join(logDir, "provider-aws.log")
-	provider := startAWSProvider(t, n, providerLog, kubeconfig, endpoint, awsRegion)
-	t.Cleanup(func() {
-		if err := provider.stop(); err != nil {
-			t.Errorf("stopping keymount-provider-aws: %v", err)
-		}
-		checkAWSProviderLog(t, n, providerLog)
-	})
-
-	ns := n.newNamespace(t)
-	sa, err := s.kube.CoreV1().ServiceAccounts(ns).Get(ctx, serviceAccount, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa.Annotations = map[string]string{"eks.amazonaws.com/role-arn": awsRoleARN}
-	if _, err := s.kube.CoreV1().ServiceAccounts(ns).Update(ctx, sa, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("annotate service account: %v", err)
-	}
+	runAWSProvider(t, n, logDir, kubeconfig, endpoint, awsRegion)
+	ns := s.irsaNamespace(t, n)
 
 	spc := &secretsstorev1.SecretProviderClass{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "aws-app"},
@@ -232,6 +216,36 @@ func awsProviderKubeconfig(t *testing.T, s *suite) string {
 	})
 	path, _ := s.env.KubeconfigFor(t, awsProviderUser, nil)
 	return path
+}
+
+// runAWSProvider starts keymount-provider-aws (startAWSProvider) with its log
+// in logDir, and stops it and checks its log when the test ends.
+func runAWSProvider(t *testing.T, n *node, logDir, kubeconfig, endpoint, region string) {
+	t.Helper()
+	providerLog := filepath.Join(logDir, "provider-aws.log")
+	provider := startAWSProvider(t, n, providerLog, kubeconfig, endpoint, region)
+	t.Cleanup(func() {
+		if err := provider.stop(); err != nil {
+			t.Errorf("stopping keymount-provider-aws: %v", err)
+		}
+		checkAWSProviderLog(t, n, providerLog)
+	})
+}
+
+// irsaNamespace creates a namespace on n whose service account carries the
+// IRSA role annotation, and returns it.
+func (s *suite) irsaNamespace(t *testing.T, n *node) string {
+	t.Helper()
+	ns := n.newNamespace(t)
+	sa, err := s.kube.CoreV1().ServiceAccounts(ns).Get(t.Context(), serviceAccount, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa.Annotations = map[string]string{"eks.amazonaws.com/role-arn": awsRoleARN}
+	if _, err := s.kube.CoreV1().ServiceAccounts(ns).Update(t.Context(), sa, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("annotate service account: %v", err)
+	}
+	return ns
 }
 
 // startAWSProvider builds and starts keymount-provider-aws for the node's
