@@ -17,8 +17,11 @@ func fullMeta() metav1.ObjectMeta {
 	now := metav1.Now()
 	return metav1.ObjectMeta{
 		Name: "app", Namespace: "ns", UID: "u1", ResourceVersion: "7", Generation: 3,
-		Labels:            map[string]string{"app": "web"},
-		Annotations:       map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+		Labels: map[string]string{"app": "web"},
+		Annotations: map[string]string{
+			"kubectl.kubernetes.io/last-applied-configuration": "{...}",
+			"keymount.io/refresh":                              "2026-11-23T10:00:00Z",
+		},
 		OwnerReferences:   []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs"}},
 		DeletionTimestamp: &now, CreationTimestamp: now,
 		Finalizers:    []string{"x"},
@@ -32,7 +35,17 @@ func TestPodTrimmerKeepsWhatTheDriverReads(t *testing.T) {
 		ObjectMeta: fullMeta(),
 		Spec: corev1.PodSpec{
 			NodeName: "node-a", ServiceAccountName: "web",
-			Containers: []corev1.Container{{Name: "app", Image: "app:1", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
+			Containers: []corev1.Container{
+				{Name: "app", Image: "app:1", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}, VolumeMounts: []corev1.VolumeMount{
+					{Name: "secrets", MountPath: "/etc/db.conf", SubPath: "db.conf", ReadOnly: true},
+					{Name: "secrets", MountPath: "/mnt/secrets"},
+					{Name: "cache", MountPath: "/cache", SubPath: "x"},
+				}},
+				{Name: "sidecar", Image: "s:1", VolumeMounts: []corev1.VolumeMount{{Name: "secrets", MountPath: "/s"}}},
+			},
+			InitContainers: []corev1.Container{{Name: "init", VolumeMounts: []corev1.VolumeMount{
+				{Name: "secrets", MountPath: "/i", SubPathExpr: "$(POD)"},
+			}}},
 			Volumes: []corev1.Volume{
 				{Name: "secrets", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: testDriver, VolumeAttributes: attrs}}},
 				{Name: "other-csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "other.csi.example.com"}}},
@@ -51,10 +64,20 @@ func TestPodTrimmerKeepsWhatTheDriverReads(t *testing.T) {
 			Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
 			Labels: m.Labels, OwnerReferences: m.OwnerReferences, DeletionTimestamp: pod.DeletionTimestamp,
 			CreationTimestamp: pod.CreationTimestamp,
+			Annotations:       map[string]string{"keymount.io/refresh": "2026-11-23T10:00:00Z"},
 		},
-		Spec: corev1.PodSpec{NodeName: "node-a", ServiceAccountName: "web", Volumes: []corev1.Volume{
-			{Name: "secrets", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: testDriver, VolumeAttributes: attrs}}},
-		}},
+		Spec: corev1.PodSpec{
+			NodeName: "node-a", ServiceAccountName: "web",
+			Volumes: []corev1.Volume{
+				{Name: "secrets", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: testDriver, VolumeAttributes: attrs}}},
+			},
+			Containers: []corev1.Container{{Name: "app", VolumeMounts: []corev1.VolumeMount{
+				{Name: "secrets", MountPath: "/etc/db.conf", SubPath: "db.conf"},
+			}}},
+			InitContainers: []corev1.Container{{Name: "init", VolumeMounts: []corev1.VolumeMount{
+				{Name: "secrets", MountPath: "/i", SubPathExpr: "$(POD)"},
+			}}},
+		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("trimmed pod (-want +got):\n%s", diff)
@@ -89,7 +112,10 @@ func TestTrimClassKeepsTheSpec(t *testing.T) {
 	if c.Generation != 3 || c.ResourceVersion != "7" || c.UID != "u1" || c.Name != "app" || c.Namespace != "ns" {
 		t.Errorf("identity not kept: %+v", c.ObjectMeta)
 	}
-	if c.Annotations != nil || c.ManagedFields != nil || c.Status.ByPod != nil {
-		t.Errorf("annotations, managed fields or status kept: %+v, %+v", c.ObjectMeta, c.Status)
+	if diff := cmp.Diff(map[string]string{"keymount.io/refresh": "2026-11-23T10:00:00Z"}, c.Annotations); diff != "" {
+		t.Errorf("annotations (-want +got), want only keymount's:\n%s", diff)
+	}
+	if c.ManagedFields != nil || c.Status.ByPod != nil {
+		t.Errorf("managed fields or status kept: %+v, %+v", c.ObjectMeta, c.Status)
 	}
 }
