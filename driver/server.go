@@ -38,6 +38,8 @@ type Deps struct {
 	// Refresh decides whether a republish refreshes a mounted volume;
 	// nil refreshes on every republish.
 	Refresh RefreshPolicy
+	// Metrics hears what the driver does; nil for none.
+	Metrics Metrics
 }
 
 // RefreshPolicy decides whether a republish refreshes a mounted volume
@@ -70,6 +72,9 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 	}
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = noMetrics{}
 	}
 	return &Driver{
 		cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}},
