@@ -1,0 +1,102 @@
+package restart
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// GroupVersion is the API group version of the objects a Restarter reads
+// and patches: its REST client serves /apis/apps/v1.
+var GroupVersion = schema.GroupVersion{Group: "apps", Version: "v1"}
+
+// fieldManager names keymount as the writer of the annotation.
+const fieldManager = "keymount"
+
+// metadataOnly asks the API server for an object's metadata alone.
+const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+// template is what a Restarter reads of a workload.
+type template struct {
+	Metadata struct {
+		UID             types.UID `json:"uid"`
+		Generation      int64     `json:"generation"`
+		ResourceVersion string    `json:"resourceVersion"`
+	} `json:"metadata"`
+	Spec struct {
+		Template struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+// templatePatch is the JSON merge patch that sets one annotation on the
+// pod template of the workload with uid (a precondition: the API server
+// refuses the patch when the object is another one).
+type templatePatch struct {
+	Metadata struct {
+		UID types.UID `json:"uid"`
+	} `json:"metadata"`
+	Spec struct {
+		Template struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+// metadata reads the metadata of an apps/v1 object.
+func (r *Restarter) metadata(ctx context.Context, resource, namespace, name string) (*metav1.PartialObjectMetadata, error) {
+	raw, err := r.apps.Get().Namespace(namespace).Resource(resource).Name(name).
+		SetHeader("Accept", metadataOnly).Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	m := &metav1.PartialObjectMetadata{}
+	if err := json.Unmarshal(raw, m); err != nil {
+		return nil, fmt.Errorf("decode %s %s/%s: %w", resource, namespace, name, err)
+	}
+	return m, nil
+}
+
+// template reads the uid, generation and pod-template annotations of w.
+func (r *Restarter) template(ctx context.Context, w Workload) (*template, error) {
+	raw, err := r.apps.Get().Namespace(w.Namespace).Resource(w.resource()).Name(w.Name).Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	t := &template{}
+	if err := json.Unmarshal(raw, t); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", w, err)
+	}
+	return t, nil
+}
+
+// annotate sets the pod-template annotation key to value on w and returns
+// the workload as patched.
+func (r *Restarter) annotate(ctx context.Context, w Workload, key, value string) (*template, error) {
+	var p templatePatch
+	p.Metadata.UID = w.UID
+	p.Spec.Template.Metadata.Annotations = map[string]string{key: value}
+	body, err := json.Marshal(&p)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := r.apps.Patch(types.MergePatchType).Namespace(w.Namespace).Resource(w.resource()).Name(w.Name).
+		Param("fieldManager", fieldManager).Body(body).Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	t := &template{}
+	if err := json.Unmarshal(raw, t); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", w, err)
+	}
+	return t, nil
+}

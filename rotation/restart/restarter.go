@@ -1,0 +1,188 @@
+package restart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/rotation"
+)
+
+// Event reasons.
+const (
+	// ReasonRestarting, on the workload: keymount changed its pod template.
+	ReasonRestarting = "SecretRestarting"
+	// ReasonRestartSkipped, on the pod: it opted in, but has no workload
+	// keymount restarts.
+	ReasonRestartSkipped = "SecretRestartSkipped"
+	// ReasonRestartFailed, on the pod: reading or patching its workload
+	// failed (forbidden without the RBAC component).
+	ReasonRestartFailed = "SecretRestartFailed"
+	// ReasonSubPathNotRefreshed, on the pod: containers mount the refreshed
+	// volume through subPath and keep the old content.
+	ReasonSubPathNotRefreshed = "SecretSubPathNotRefreshed"
+)
+
+// RBACComponent is the kustomize component with the rules a restart needs.
+const RBACComponent = "deploy/components/restart-on-change"
+
+// maxListed bounds the objects an event names.
+const maxListed = 10
+
+// Restarter warns pods about subPath mounts of refreshed volumes and
+// restarts the workloads that opted in. It is safe for concurrent use.
+type Restarter struct {
+	apps       rest.Interface
+	driverName string
+	rec        record.EventRecorder
+}
+
+// New returns a Restarter. apps is a REST client of GroupVersion (see
+// kube.NewRESTClient); driverName is the CSI driver name pods use in their
+// volumes; rec records events on pods and workloads (nil: none).
+func New(apps rest.Interface, driverName string, rec record.EventRecorder) *Restarter {
+	return &Restarter{apps: apps, driverName: driverName, rec: rec}
+}
+
+// Change is a refresh that changed the content of a mounted volume.
+type Change struct {
+	// Pod is the pod of the volume: its metadata (owner references,
+	// keymount's annotations), its CSI volumes and its containers' volume
+	// mounts are read.
+	Pod *corev1.Pod
+	// Class is the volume's class: its name and keymount's annotations
+	// are read.
+	Class *secretsstorev1.SecretProviderClass
+	// Objects are the objects the volume holds now, with their versions.
+	Objects []volume.Object
+}
+
+// Result is what Restart did.
+type Result struct {
+	// Workload is the pod's workload, zero when there is none (Skipped
+	// says why) or the pod did not opt in.
+	Workload Workload
+	// Key and Value are the pod-template annotation that restarts it.
+	Key, Value string
+	// Patched says this call wrote the annotation; false when the template
+	// already carried the value.
+	Patched bool
+	// Generation is the workload's generation after the call.
+	Generation int64
+	// Skipped says why a pod that opted in has no workload to restart.
+	Skipped string
+}
+
+// Enabled reports whether a change of class's volume in pod restarts the
+// pod's workload: the pod's RestartAnnotation decides when it is a boolean
+// ("true", "false"), else the class's; off when neither says true.
+func Enabled(pod *corev1.Pod, class *secretsstorev1.SecretProviderClass) bool {
+	if pod != nil {
+		if on, err := strconv.ParseBool(pod.Annotations[rotation.RestartAnnotation]); err == nil {
+			return on
+		}
+	}
+	if class != nil {
+		on, err := strconv.ParseBool(class.Annotations[rotation.RestartAnnotation])
+		return err == nil && on
+	}
+	return false
+}
+
+// Restart restarts the workload of c.Pod when the pod or its class opted
+// in (Enabled): it makes sure the workload's pod template carries
+// AnnotationKey(class) = AnnotationValue(objects), writing only when it
+// does not. It records an event on the workload when it writes, and on the
+// pod when there is no workload to restart or the API server refused. The
+// error is the API server's, wrapped; a forbidden request's error names
+// RBACComponent.
+func (r *Restarter) Restart(ctx context.Context, c Change) (Result, error) {
+	if !Enabled(c.Pod, c.Class) {
+		return Result{}, nil
+	}
+	w, err := r.Owner(ctx, c.Pod)
+	if errors.Is(err, ErrNoWorkload) {
+		return r.skipped(c, err), nil
+	}
+	if err != nil {
+		return Result{}, r.failed(c, err)
+	}
+	res := Result{Workload: w, Key: AnnotationKey(c.Class.Name), Value: AnnotationValue(c.Objects)}
+	t, err := r.template(ctx, w)
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && t.Metadata.UID != w.UID):
+		return r.skipped(c, fmt.Errorf("%w: %s is gone", ErrNoWorkload, w)), nil
+	case err != nil:
+		return Result{}, r.failed(c, fmt.Errorf("read %s: %w", w, err))
+	}
+	res.Generation = t.Metadata.Generation
+	if t.Spec.Template.Metadata.Annotations[res.Key] == res.Value {
+		return res, nil // this change restarted it already
+	}
+	t, err = r.annotate(ctx, w, res.Key, res.Value)
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		// Deleted, or replaced by another object of the name (the uid
+		// precondition failed), since the read.
+		return r.skipped(c, fmt.Errorf("%w: %s is gone", ErrNoWorkload, w)), nil
+	case err != nil:
+		return Result{}, r.failed(c, fmt.Errorf("patch %s: %w", w, err))
+	}
+	res.Patched, res.Generation = true, t.Metadata.Generation
+	r.event(w.Reference(), corev1.EventTypeNormal, ReasonRestarting,
+		fmt.Sprintf("restarting: SecretProviderClass %s changed: objects %s (pod template annotation %s=%s)",
+			c.Class.Name, objectList(c.Objects), res.Key, res.Value))
+	return res, nil
+}
+
+// skipped tells the pod why its workload is not restarted.
+func (r *Restarter) skipped(c Change, why error) Result {
+	r.event(podRef(c.Pod), corev1.EventTypeNormal, ReasonRestartSkipped,
+		fmt.Sprintf("not restarting for the change of SecretProviderClass %s: %v", c.Class.Name, why))
+	return Result{Skipped: why.Error()}
+}
+
+// failed tells the pod that the API server refused, and returns the error;
+// a forbidden request names the RBAC component.
+func (r *Restarter) failed(c Change, err error) error {
+	if apierrors.IsForbidden(err) {
+		err = fmt.Errorf("%w: install the RBAC component %s to restart workloads", err, RBACComponent)
+	}
+	err = fmt.Errorf("restart for the change of SecretProviderClass %s: %w", c.Class.Name, err)
+	r.event(podRef(c.Pod), corev1.EventTypeWarning, ReasonRestartFailed, err.Error())
+	return err
+}
+
+func (r *Restarter) event(ref *corev1.ObjectReference, eventType, reason, message string) {
+	if r.rec != nil {
+		r.rec.Event(ref, eventType, reason, message)
+	}
+}
+
+// podRef is the pod as events name it.
+func podRef(p *corev1.Pod) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+}
+
+// objectList names objects by ID, sorted, at most maxListed of them.
+func objectList(objects []volume.Object) string {
+	ids := make([]string, 0, len(objects))
+	for _, o := range objects {
+		ids = append(ids, o.ID)
+	}
+	slices.Sort(ids)
+	if len(ids) > maxListed {
+		return fmt.Sprintf("%s and %d more", strings.Join(ids[:maxListed], ", "), len(ids)-maxListed)
+	}
+	return strings.Join(ids, ", ")
+}
