@@ -6,6 +6,7 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/rotation"
 )
 
 // Outcome is one publish attempt, as the cluster side needs to know it.
@@ -31,6 +32,16 @@ type Outcome struct {
 	Err error
 	// LastRefresh is when the provider last answered successfully.
 	LastRefresh time.Time
+	// Previous are the objects mounted before a refresh (nil for a first
+	// publish), for events that say what changed.
+	Previous []volume.Object
+	// Triggered says a new refresh trigger value caused this refresh;
+	// Handled are the trigger values the volume has now acted on.
+	Triggered bool
+	Handled   rotation.Triggers
+	// PolicyProblems are the class's invalid rotation annotations, each
+	// naming the annotation and the fix.
+	PolicyProblems []string
 }
 
 // Cluster is what the driver tells the Kubernetes API about its volumes:

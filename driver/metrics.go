@@ -4,15 +4,17 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/keymount/keymount/rotation"
 )
 
 // Refresh decisions, as Metrics.RefreshDecision counts them.
 const (
-	DecisionNotDue          = "not_due"
-	DecisionDue             = "due"
-	DecisionTriggered       = "triggered"
-	DecisionSkippedByPolicy = "skipped_by_policy"
-	DecisionBackoff         = "backoff"
+	DecisionNotDue          = rotation.DecisionNotDue
+	DecisionDue             = rotation.DecisionDue
+	DecisionTriggered       = rotation.DecisionTriggered
+	DecisionSkippedByPolicy = rotation.DecisionSkippedByPolicy
+	DecisionBackoff         = rotation.DecisionBackoff
 )
 
 // Metrics hears what the driver does, for its metrics endpoint. Every

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -15,6 +16,7 @@ import (
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/rotation"
 )
 
 // publish runs the publish pipeline. A first publish that fails leaves
@@ -38,6 +40,9 @@ func (d *Driver) publish(ctx context.Context, req *csi.NodePublishVolumeRequest)
 	if o != nil {
 		d.reporter.published(o)
 	}
+	if err == nil {
+		d.held.hold(p, req)
+	}
 	return err
 }
 
@@ -52,10 +57,18 @@ func (d *Driver) publishLocked(ctx context.Context, p *publishRequest) (*Outcome
 	if err := sameVolume(prev, p); err != nil {
 		return nil, err
 	}
-	if prev != nil && !d.refreshDue(prev, p) {
-		return nil, d.keepMounted(v, p, prev)
+	dec := d.decide(prev, p)
+	if prev != nil {
+		d.deps.Metrics.RefreshDecision(dec.Verdict)
+		if !dec.Refreshes() {
+			return nil, d.keepMounted(v, p, prev)
+		}
 	}
-	o, err := d.refresh(ctx, v, p, prev)
+	start := d.deps.Clock.Now()
+	o, err := d.refresh(ctx, v, p, prev, dec)
+	if prev != nil {
+		d.reconciled(o, prev, err, start)
+	}
 	switch {
 	case err == nil:
 		return o, nil
@@ -71,14 +84,41 @@ func (d *Driver) publishLocked(ctx context.Context, p *publishRequest) (*Outcome
 		// something else: saying OK would leave the pod without its files.
 		return nil, err
 	}
-	return d.keepAfterFailure(v, p, prev, o.Class, err), nil
+	return d.keepAfterFailure(v, p, prev, o.Class, dec, err), nil
 }
 
-// refreshDue reports whether a republish refreshes the volume of prev: when
-// the refresh policy says so, or the pod's fsGroup changed (the files are
-// rewritten in the new group).
-func (d *Driver) refreshDue(prev *volume.Record, p *publishRequest) bool {
-	return d.deps.Refresh == nil || prev.MountGroup != p.mountGroup || d.deps.Refresh.Due(prev.LastMount, d.deps.Clock.Now())
+// decide decides whether a republish refreshes the volume of prev: the
+// refresh policy (nil: every republish), or the pod's fsGroup changed (the
+// files are rewritten in the new group). For a first publish (prev nil) it
+// returns the trigger values now set, which the record keeps as handled.
+func (d *Driver) decide(prev *volume.Record, p *publishRequest) rotation.Decision {
+	pol := d.deps.Refresh
+	switch {
+	case pol == nil:
+		return rotation.Decision{Verdict: rotation.DecisionDue}
+	case prev == nil:
+		t, problems := pol.Current(p.podNamespace, p.podName, p.className)
+		return rotation.Decision{Verdict: rotation.DecisionDue, Triggers: t, Problems: problems}
+	}
+	dec := pol.Decide(rotation.State{
+		VolumeID: prev.VolumeID, LastRefresh: prev.LastMount, Failures: prev.Failures, LastFailure: prev.LastErrorTime,
+		Handled: rotation.Triggers{Class: prev.HandledClassRefresh, Pod: prev.HandledPodRefresh},
+	}, p.podNamespace, p.podName, p.className, d.deps.Clock.Now())
+	if !dec.Refreshes() && prev.MountGroup != p.mountGroup {
+		dec.Verdict = rotation.DecisionDue
+	}
+	return dec
+}
+
+// reconciled counts a refresh of a mounted volume for upstream's rotation
+// metrics.
+func (d *Driver) reconciled(o *Outcome, prev *volume.Record, err error, start time.Time) {
+	provider := prev.Provider
+	if o != nil && o.Class != nil {
+		provider = string(o.Class.Spec.Provider)
+	}
+	changed := o != nil && o.Changed
+	d.deps.Metrics.RotationReconcile(provider, changed && err == nil, errorType(err), d.deps.Clock.Since(start))
 }
 
 // keepMounted answers a republish that is not due: the target must still
@@ -94,7 +134,7 @@ func (d *Driver) keepMounted(v *volume.Volume, p *publishRequest, prev *volume.R
 // refresh resolves the class, calls the provider, writes what it returns and
 // makes sure the target shows the volume. The outcome always carries the
 // class when it could be resolved, also with an error.
-func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishRequest, prev *volume.Record) (*Outcome, error) {
+func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishRequest, prev *volume.Record, dec rotation.Decision) (*Outcome, error) {
 	o := &Outcome{}
 	spc, err := d.deps.Classes.Resolve(ctx, p.podNamespace, p.className)
 	if err != nil {
@@ -111,14 +151,14 @@ func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishReques
 	}
 	switch {
 	case prev != nil && prev.Adopted:
-		return d.refreshAdopted(ctx, v, spc, p, mreq, prev, prev.AdoptedDevice, o)
+		return d.refreshAdopted(ctx, v, spc, p, mreq, prev, prev.AdoptedDevice, dec, o)
 	case prev == nil:
 		a, err := d.adoptable(ctx, p)
 		if err != nil {
 			return o, err
 		}
 		if a != nil {
-			return d.refreshAdopted(ctx, v, spc, p, mreq, nil, a.Device, o)
+			return d.refreshAdopted(ctx, v, spc, p, mreq, nil, a.Device, dec, o)
 		}
 		if err := d.mountNew(v, p); err != nil {
 			return o, err
@@ -132,7 +172,7 @@ func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishReques
 			return o, err
 		}
 	}
-	rec, changed, err := d.fetchAndWrite(ctx, v, spc, p, mreq, prev, v.DataDir)
+	rec, changed, err := d.fetchAndWrite(ctx, v, spc, p, mreq, prev, dec, v.DataDir)
 	if err == nil && prev == nil {
 		err = d.deps.Volumes.Bind(v, p.target, p.readOnly)
 	}
@@ -142,7 +182,7 @@ func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishReques
 		}
 		return o, err
 	}
-	return newOutcome(v, spc, rec, prev == nil, changed, nil), nil
+	return newOutcome(v, spc, rec, prev, changed, dec, nil), nil
 }
 
 // adoptable returns the target's tmpfs when it is a volume the upstream
@@ -173,7 +213,7 @@ func (d *Driver) adoptable(ctx context.Context, p *publishRequest) (*volume.Adop
 // nothing is mounted over it. The first call adopts it: a record naming
 // its device is kept in the state directory.
 func (d *Driver) refreshAdopted(ctx context.Context, v *volume.Volume, spc *secretsstorev1.SecretProviderClass,
-	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record, dev uint64, o *Outcome,
+	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record, dev uint64, dec rotation.Decision, o *Outcome,
 ) (*Outcome, error) {
 	if err := d.deps.Volumes.PrepareAdopted(v); err != nil {
 		return o, err
@@ -192,7 +232,7 @@ func (d *Driver) refreshAdopted(ctx context.Context, v *volume.Volume, spc *secr
 		}
 		return dir, func() { _ = f.Close() }, nil
 	}
-	rec, changed, err := d.fetchAndWriteInto(ctx, v, spc, p, mreq, prev, openDir, func(r *volume.Record) {
+	rec, changed, err := d.fetchAndWriteInto(ctx, v, spc, p, mreq, prev, dec, openDir, func(r *volume.Record) {
 		r.Adopted, r.AdoptedDevice = true, dev
 	})
 	if err != nil {
@@ -206,7 +246,7 @@ func (d *Driver) refreshAdopted(ctx context.Context, v *volume.Volume, spc *secr
 	if prev == nil {
 		klog.InfoS("adopted a volume the upstream driver mounted", "volumeID", v.ID, "targetPath", p.targetPath)
 	}
-	out := newOutcome(v, spc, rec, prev == nil, changed, nil)
+	out := newOutcome(v, spc, rec, prev, changed, dec, nil)
 	out.DataDir = p.targetPath // the files are in the adopted tmpfs
 	return out, nil
 }
@@ -224,9 +264,9 @@ func (d *Driver) mountNew(v *volume.Volume, p *publishRequest) error {
 // slot (bounded concurrency and bytes in flight) until the response is
 // written and dropped.
 func (d *Driver) fetchAndWrite(ctx context.Context, v *volume.Volume, spc *secretsstorev1.SecretProviderClass,
-	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record, dir string,
+	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record, dec rotation.Decision, dir string,
 ) (*volume.Record, bool, error) {
-	return d.fetchAndWriteInto(ctx, v, spc, p, mreq, prev, func() (string, func(), error) { return dir, func() {}, nil }, nil)
+	return d.fetchAndWriteInto(ctx, v, spc, p, mreq, prev, dec, func() (string, func(), error) { return dir, func() {}, nil }, nil)
 }
 
 // fetchAndWriteInto is fetchAndWrite with the directory to write into
@@ -234,7 +274,7 @@ func (d *Driver) fetchAndWrite(ctx context.Context, v *volume.Volume, spc *secre
 // the provider's stage is gone from over it), and a last touch to the
 // record before it is saved.
 func (d *Driver) fetchAndWriteInto(ctx context.Context, v *volume.Volume, spc *secretsstorev1.SecretProviderClass,
-	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record,
+	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record, dec rotation.Decision,
 	openDir func() (string, func(), error), touch func(*volume.Record),
 ) (*volume.Record, bool, error) {
 	release, err := d.slots.acquire(ctx)
@@ -257,6 +297,7 @@ func (d *Driver) fetchAndWriteInto(ctx context.Context, v *volume.Volume, spc *s
 	}
 	rec := d.newRecord(p, spc, resp, prev, changed)
 	rec.ProviderWrites = providerWrites
+	rec.HandledClassRefresh, rec.HandledPodRefresh = dec.Triggers.Class, dec.Triggers.Pod
 	if touch != nil {
 		touch(rec)
 	}
@@ -344,13 +385,23 @@ func (d *Driver) write(v *volume.Volume, dir string, p *publishRequest, files []
 	return changed, err
 }
 
-func newOutcome(v *volume.Volume, spc *secretsstorev1.SecretProviderClass, rec *volume.Record, first, changed bool, cause error) *Outcome {
-	return &Outcome{
+func newOutcome(v *volume.Volume, spc *secretsstorev1.SecretProviderClass, rec *volume.Record, prev *volume.Record,
+	changed bool, dec rotation.Decision, cause error,
+) *Outcome {
+	o := &Outcome{
 		VolumeID: rec.VolumeID, TargetPath: rec.TargetPath, DataDir: v.DataDir,
 		PodName: rec.PodName, PodNamespace: rec.PodNamespace, PodUID: rec.PodUID,
-		ClassName: rec.Class, Class: spc, Objects: rec.Objects, First: first, Changed: changed, Err: cause,
-		LastRefresh: rec.LastMount,
+		ClassName: rec.Class, Class: spc, Objects: rec.Objects, First: prev == nil, Changed: changed, Err: cause,
+		LastRefresh: rec.LastMount, Triggered: dec.Verdict == rotation.DecisionTriggered,
+		Handled: rotation.Triggers{Class: rec.HandledClassRefresh, Pod: rec.HandledPodRefresh},
 	}
+	if prev != nil {
+		o.Previous = prev.Objects
+	}
+	for _, e := range dec.Problems {
+		o.PolicyProblems = append(o.PolicyProblems, e.Error())
+	}
+	return o
 }
 
 func (d *Driver) newRecord(p *publishRequest, spc *secretsstorev1.SecretProviderClass, resp *v1alpha1.MountResponse,
@@ -377,17 +428,28 @@ func (d *Driver) newRecord(p *publishRequest, spc *secretsstorev1.SecretProvider
 	return rec
 }
 
+// keepAfterFailure records a failed refresh of a mounted volume: the files
+// stay, the failure counts towards the retry backoff, and the trigger
+// values it tried to act on count as handled (a retry follows the backoff,
+// whatever the policy).
 func (d *Driver) keepAfterFailure(v *volume.Volume, p *publishRequest, prev *volume.Record,
-	spc *secretsstorev1.SecretProviderClass, cause error,
+	spc *secretsstorev1.SecretProviderClass, dec rotation.Decision, cause error,
 ) *Outcome {
 	klog.ErrorS(cause, "refresh failed, keeping the mounted files", "volumeID", p.volumeID,
-		"pod", klog.KRef(p.podNamespace, p.podName), "spc", p.className)
+		"pod", klog.KRef(p.podNamespace, p.podName), "spc", p.className, "failuresInARow", prev.Failures+1)
+	before := prev.Objects
 	prev.LastError = truncate(cause.Error())
 	prev.LastErrorTime = d.deps.Clock.Now()
+	prev.Failures++
+	if d.deps.Refresh != nil {
+		prev.HandledClassRefresh, prev.HandledPodRefresh = dec.Triggers.Class, dec.Triggers.Pod
+	}
 	if err := v.SaveRecord(prev); err != nil {
 		klog.ErrorS(err, "recording refresh failure", "volumeID", p.volumeID)
 	}
-	return newOutcome(v, spc, prev, false, false, cause)
+	o := newOutcome(v, spc, prev, prev, false, dec, cause)
+	o.Previous = before
+	return o
 }
 
 func (d *Driver) removeAfterFailure(v *volume.Volume, p *publishRequest) {

@@ -19,6 +19,7 @@ import (
 	"github.com/keymount/keymount/internal/grpcrecover"
 	"github.com/keymount/keymount/internal/unixsocket"
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/rotation"
 )
 
 // ProviderClient calls provider plugins. *providerclient.Client implements it.
@@ -42,13 +43,16 @@ type Deps struct {
 	Metrics Metrics
 }
 
-// RefreshPolicy decides whether a republish refreshes a mounted volume
-// (calls its provider). A republish that is not due only makes sure the
-// target still shows the volume: no provider call, no API request.
+// RefreshPolicy decides whether a republish, or a trigger, refreshes a
+// mounted volume (calls its provider). A republish that is not due only
+// makes sure the target still shows the volume: no provider call, no API
+// request. *rotation.Decider implements it.
 type RefreshPolicy interface {
-	// Due reports whether a republish at now refreshes a volume whose
-	// provider last answered at lastRefresh.
-	Due(lastRefresh, now time.Time) bool
+	// Decide decides for the volume whose record says s.
+	Decide(s rotation.State, podNamespace, podName, className string, now time.Time) rotation.Decision
+	// Current returns the trigger values now set and the class's invalid
+	// annotations, for a first publish.
+	Current(podNamespace, podName, className string) (rotation.Triggers, []error)
 }
 
 // Driver is the CSI node plugin.
@@ -60,6 +64,10 @@ type Driver struct {
 	slots    *slots
 	reporter *reporter
 	idle     *idleRelease
+	held     heldRequests
+	// base is the context of refreshes the driver starts itself
+	// (triggers): Run's.
+	base atomic.Pointer[context.Context]
 }
 
 // New validates cfg and returns a Driver.
@@ -77,7 +85,7 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 		deps.Metrics = noMetrics{}
 	}
 	return &Driver{
-		cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}},
+		cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}}, held: heldRequests{m: map[string]*heldRequest{}},
 		slots: newSlots(cfg), reporter: newReporter(deps.Cluster, cfg.ReportTimeout),
 		idle: newIdleRelease(cfg.ReleaseMemoryAfter, clock.RealClock{}),
 	}, nil
@@ -115,6 +123,7 @@ func (d *Driver) Serve(ctx context.Context, l net.Listener) error {
 	csi.RegisterIdentityServer(srv, &identityServer{d: d})
 	csi.RegisterNodeServer(srv, &nodeServer{d: d})
 
+	d.base.Store(&ctx)
 	errCh := make(chan error, 1)
 	go func() { errCh <- srv.Serve(l) }()
 	reportCtx, stopReports := context.WithCancel(context.WithoutCancel(ctx))

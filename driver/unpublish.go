@@ -33,6 +33,7 @@ func (d *Driver) unpublish(_ context.Context, req *csi.NodeUnpublishVolumeReques
 		return d.unpublishLocked(req.GetVolumeId(), req.GetTargetPath())
 	}()
 	if err == nil {
+		d.held.drop(req.GetVolumeId())
 		d.reporter.unpublished(rec)
 	}
 	return err

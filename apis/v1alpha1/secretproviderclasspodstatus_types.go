@@ -35,6 +35,20 @@ type SecretProviderClassPodStatusStatus struct {
 	// ObservedGeneration is the class generation last mounted.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// HandledRefresh are the values of the keymount.io/refresh annotation
+	// on the class and on the pod that the volume last acted on.
+	// +optional
+	HandledRefresh *HandledRefresh `json:"handledRefresh,omitempty"`
+}
+
+// HandledRefresh are refresh trigger values a volume acted on.
+type HandledRefresh struct {
+	// Class is the class's keymount.io/refresh value.
+	// +optional
+	Class string `json:"class,omitempty"`
+	// Pod is the pod's keymount.io/refresh value.
+	// +optional
+	Pod string `json:"pod,omitempty"`
 }
 
 // SecretProviderClassPodStatus records what the driver mounted for one pod

@@ -11,6 +11,7 @@ import (
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/cluster"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/rotation"
 )
 
 // errNotConnected fails what needs the API server before the driver has
@@ -34,7 +35,39 @@ type deferredCluster struct {
 var (
 	_ driver.Cluster         = (*deferredCluster)(nil)
 	_ driver.UpstreamChecker = (*deferredCluster)(nil)
+	_ rotation.Source        = (*deferredCluster)(nil)
 )
+
+// handleTriggers hands the cluster's refresh triggers to h once connected.
+func (d *deferredCluster) handleTriggers(h cluster.TriggerHandler, node rotation.NodeDefaults) {
+	go func() {
+		cl, err := d.connected(d.ctx)
+		if err != nil {
+			return
+		}
+		if err := cl.HandleTriggers(h, node); err != nil {
+			klog.ErrorS(err, "watching refresh triggers; triggers act at the next republish")
+		}
+	}()
+}
+
+// ClassAnnotations returns keymount's annotations of a cached class, none
+// before the driver has connected: the node's defaults apply.
+func (d *deferredCluster) ClassAnnotations(namespace, name string) map[string]string {
+	if cl, err := d.ifConnected(); err == nil {
+		return cl.ClassAnnotations(namespace, name)
+	}
+	return nil
+}
+
+// PodAnnotations returns keymount's annotations of a cached pod, none
+// before the driver has connected.
+func (d *deferredCluster) PodAnnotations(namespace, name string) map[string]string {
+	if cl, err := d.ifConnected(); err == nil {
+		return cl.PodAnnotations(namespace, name)
+	}
+	return nil
+}
 
 // connectInBackground starts connecting to the API server, retrying with
 // backoff until it succeeds or ctx ends.

@@ -52,6 +52,7 @@ type config struct {
 	releaseMemoryAfter time.Duration
 	// rotation is --enable-secret-rotation and --rotation-poll-interval.
 	rotation        rotation.NodeDefaults
+	backoff         rotation.Backoff
 	providerMaxRecv int
 	stateDir        string
 	tmpfsSize       string
@@ -102,6 +103,8 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.registration.Endpoint, "kubelet-registration-path", "/var/lib/kubelet/plugins/csi-secrets-store/csi.sock", "the CSI socket as kubelet sees it on the host, announced with --plugin-registration-dir")
 	fs.StringVar(&cfg.healthAddr, "health-addr", "", "address serving /healthz and /readyz over HTTP (e.g. :9809); empty: off")
 	fs.BoolVar(&cfg.rotation.Enabled, "enable-secret-rotation", false, "refresh mounted volumes (upstream's switch): off, a volume keeps what its first publish mounted")
+	fs.DurationVar(&cfg.backoff.Initial, "rotation-backoff-initial", rotation.DefaultBackoffInitial, "after a refresh fails, wait this long before the next attempt (the old files stay mounted); doubles with each failure in a row")
+	fs.DurationVar(&cfg.backoff.Max, "rotation-backoff-max", rotation.DefaultBackoffMax, "the longest wait between attempts of a failing refresh")
 	fs.DurationVar(&cfg.rotation.Interval, "rotation-poll-interval", rotation.DefaultInterval, "with --enable-secret-rotation, refresh a volume on the first republish kubelet sends (about every minute) once this long has passed since its provider last answered; 0: on every republish")
 	fs.DurationVar(&cfg.releaseMemoryAfter, "release-memory-after", driver.DefaultReleaseMemoryAfter, "return freed memory to the node once no CSI call came for this long after some did (the garbage of a burst of pods); 0: never")
 	fs.DurationVar(&cfg.providerTimeout, "provider-timeout", 60*time.Second, "deadline of one provider call; keep it below kubelet's 2 minutes")
@@ -150,13 +153,23 @@ func run(ctx context.Context, cfg *config) error {
 	if cfg.rotation.Interval < 0 {
 		return fmt.Errorf("--rotation-poll-interval %s: want a duration of 0 or more such as 2m", cfg.rotation.Interval)
 	}
-	deps := driver.Deps{Providers: providers, Volumes: volumes, Refresh: cfg.rotation}
-	if err := connect(ctx, cfg, &deps); err != nil {
+	if cfg.backoff.Initial <= 0 || cfg.backoff.Max < cfg.backoff.Initial {
+		return fmt.Errorf("--rotation-backoff-initial %s, --rotation-backoff-max %s: want an initial wait above 0 and a maximum at least as long",
+			cfg.backoff.Initial, cfg.backoff.Max)
+	}
+	decider := &rotation.Decider{Node: cfg.rotation, Backoff: cfg.backoff}
+	deps := driver.Deps{Providers: providers, Volumes: volumes, Refresh: decider}
+	dc, err := connect(ctx, cfg, &deps)
+	if err != nil {
 		return err
 	}
 	d, err := driver.New(cfg.driver, deps)
 	if err != nil {
 		return err
+	}
+	if dc != nil {
+		decider.Source = dc
+		dc.handleTriggers(d, cfg.rotation)
 	}
 	stopPprof, err := cfg.upstream.servePprof(ctx)
 	if err != nil {
@@ -243,21 +256,21 @@ func restConfig(cfg *config) (*rest.Config, error) {
 // connect picks where classes come from and whether the driver reports to an
 // API server: a kubeconfig or an in-cluster config means a cluster; class
 // files alone mean none.
-func connect(ctx context.Context, cfg *config, deps *driver.Deps) error {
+func connect(ctx context.Context, cfg *config, deps *driver.Deps) (*deferredCluster, error) {
 	inCluster := os.Getenv("KUBERNETES_SERVICE_HOST") != ""
 	if cfg.kubeconfig == "" && !inCluster {
 		if cfg.classPaths == "" {
-			return errors.New("no API server and no --class-path: set --kubeconfig, run in a cluster, or name class files with --class-path")
+			return nil, errors.New("no API server and no --class-path: set --kubeconfig, run in a cluster, or name class files with --class-path")
 		}
 		if cfg.syncSecrets {
-			return errors.New("--sync-secrets needs an API server: set --kubeconfig or run in a cluster")
+			return nil, errors.New("--sync-secrets needs an API server: set --kubeconfig or run in a cluster")
 		}
 		deps.Classes = &class.FileResolver{Paths: splitList(cfg.classPaths)}
-		return nil
+		return nil, nil
 	}
 	rc, err := restConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The socket serves before the API server answers (start-up must not
 	// wait for it, nor fail when it is down): see deferredCluster.
@@ -269,5 +282,5 @@ func connect(ctx context.Context, cfg *config, deps *driver.Deps) error {
 	if cfg.classPaths != "" {
 		deps.Classes = &class.FileResolver{Paths: splitList(cfg.classPaths)}
 	}
-	return nil
+	return cl, nil
 }

@@ -49,6 +49,7 @@ type Cluster struct {
 	sync     *secretsync.Syncer // nil when sync is off
 	events   *eventSink
 	live     kube.Reader // reads the API server directly (adoption checks)
+	cache    *kube.Cache
 }
 
 var _ driver.Cluster = (*Cluster)(nil)
@@ -79,6 +80,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	cl.cache = c
 	go cl.waitForSync(ctx, cfg, c, live)
 	rd := &syncedReader{cache: c, live: live, synced: cl.synced.Load}
 	events, err := newEventSink(ctx, cfg.Rest, cfg.Node)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -10,7 +11,9 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/rotation"
 )
 
 // Event reasons on pods.
@@ -65,8 +68,60 @@ func (e *eventSink) published(o *driver.Outcome) {
 		e.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonRefreshFailed,
 			"refresh of %s failed, the files mounted before are kept: %v", className(o), o.Err)
 	case o.Changed && !o.First:
-		e.recorder.Eventf(ref, corev1.EventTypeNormal, ReasonRefreshed, "%s: new content mounted (%d objects)", className(o), len(o.Objects))
+		e.recorder.Eventf(ref, corev1.EventTypeNormal, ReasonRefreshed, "%s: new content mounted: %s", className(o), versionChanges(o.Previous, o.Objects))
+	case o.Triggered && !o.First:
+		e.recorder.Eventf(ref, corev1.EventTypeNormal, ReasonRefreshed, "%s: refreshed on request (%s %q): nothing changed",
+			className(o), rotation.RefreshAnnotation, triggerValue(o))
 	}
+	if o.First && o.Err == nil {
+		for _, p := range o.PolicyProblems {
+			e.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonInvalidAnnotation, "%s: %s", className(o), p)
+		}
+	}
+}
+
+// triggerValue is the trigger value a triggered refresh acted on: the
+// pod's when it has one, else the class's.
+func triggerValue(o *driver.Outcome) string {
+	if o.Handled.Pod != "" {
+		return o.Handled.Pod
+	}
+	return o.Handled.Class
+}
+
+// maxListedChanges bounds the objects an event lists.
+const maxListedChanges = 10
+
+// versionChanges says which objects changed, old → new version, for an
+// event: names and versions only.
+func versionChanges(before, after []volume.Object) string {
+	old := make(map[string]string, len(before))
+	for _, o := range before {
+		old[o.ID] = o.Version
+	}
+	var parts []string
+	for _, o := range after {
+		v, ok := old[o.ID]
+		switch {
+		case !ok:
+			parts = append(parts, fmt.Sprintf("%s (new) %s", o.ID, o.Version))
+		case v != o.Version:
+			parts = append(parts, fmt.Sprintf("%s %s → %s", o.ID, v, o.Version))
+		}
+		delete(old, o.ID)
+	}
+	for _, o := range before {
+		if _, gone := old[o.ID]; gone {
+			parts = append(parts, o.ID+" (removed)")
+		}
+	}
+	switch {
+	case len(parts) == 0:
+		return fmt.Sprintf("%d objects, versions unchanged (the provider reports none that differ)", len(after))
+	case len(parts) > maxListedChanges:
+		return strings.Join(parts[:maxListedChanges], ", ") + fmt.Sprintf(" and %d more", len(parts)-maxListedChanges)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func className(o *driver.Outcome) string {

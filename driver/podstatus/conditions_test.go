@@ -151,3 +151,34 @@ func TestPublishRejectsInvalidSyncedCondition(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyProblemsAndHandledTriggers: an invalid rotation annotation is a
+// False RotationPolicyValid naming it, removed once the class is fixed; the
+// trigger values the volume acted on are in status.handledRefresh, and a
+// new one is written even when nothing else changed.
+func TestPolicyProblemsAndHandledTriggers(t *testing.T) {
+	f := newFixture(t)
+	first := outcome(t0)
+	first.PolicyProblems = []string{`annotation keymount.io/rotation-interval: "soon" is not a duration`}
+	first.Handled.Class = "2026-11-23T10:00:00Z"
+	f.publishCounting(t, first, nil, 1)
+	st := f.get(t)
+	wantCondition(t, st, secretsstorev1.ConditionRotationPolicy, metav1.ConditionFalse, podstatus.ReasonInvalidAnnotation,
+		first.PolicyProblems[0], t0)
+	if h := st.Status.HandledRefresh; h == nil || h.Class != first.Handled.Class || h.Pod != "" {
+		t.Errorf("handledRefresh = %+v, want class %q", h, first.Handled.Class)
+	}
+
+	next := republish(first, t0)
+	next.PolicyProblems = nil
+	next.Handled.Pod = "p1"
+	f.publishCounting(t, next, nil, 1)
+	st = f.get(t)
+	if hasCondition(st, secretsstorev1.ConditionRotationPolicy) {
+		t.Errorf("RotationPolicyValid kept after the class was fixed: %+v", st.Status.Conditions)
+	}
+	if h := st.Status.HandledRefresh; h == nil || h.Class != first.Handled.Class || h.Pod != "p1" {
+		t.Errorf("handledRefresh = %+v, want class %q and pod p1", h, first.Handled.Class)
+	}
+	f.publishCounting(t, next, nil, 0)
+}

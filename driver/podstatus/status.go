@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -21,6 +22,8 @@ const (
 	ReasonMounted       = "Mounted"
 	ReasonRefreshed     = "Refreshed"
 	ReasonRefreshFailed = "RefreshFailed"
+	// ReasonInvalidAnnotation is the reason of a False RotationPolicyValid.
+	ReasonInvalidAnnotation = "InvalidAnnotation"
 )
 
 // MaxMessageBytes bounds a condition message: an error text longer than this
@@ -42,6 +45,10 @@ type desired struct {
 	lastRefresh      *metav1.Time
 	mounted, current metav1.Condition
 	synced           *metav1.Condition
+	// policy is a False RotationPolicyValid naming the class's invalid
+	// rotation annotations, nil when they are valid.
+	policy  *metav1.Condition
+	handled *secretsstorev1.HandledRefresh
 }
 
 func (w *Writer) desired(o *driver.Outcome, synced *metav1.Condition) *desired {
@@ -70,6 +77,16 @@ func (w *Writer) desired(o *driver.Outcome, synced *metav1.Condition) *desired {
 	}
 	for _, obj := range o.Objects {
 		d.objects = append(d.objects, secretsstorev1.SecretProviderClassObject{ID: obj.ID, Version: obj.Version})
+	}
+	if o.Handled.Class != "" || o.Handled.Pod != "" {
+		d.handled = &secretsstorev1.HandledRefresh{Class: o.Handled.Class, Pod: o.Handled.Pod}
+	}
+	if len(o.PolicyProblems) > 0 {
+		d.policy = &metav1.Condition{
+			Type: secretsstorev1.ConditionRotationPolicy, Status: metav1.ConditionFalse, Reason: ReasonInvalidAnnotation,
+			ObservedGeneration: gen, LastTransitionTime: now,
+			Message: truncate(strings.Join(o.PolicyProblems, "; "), MaxMessageBytes),
+		}
 	}
 	slices.SortFunc(d.objects, func(a, b secretsstorev1.SecretProviderClassObject) int {
 		return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Version, b.Version))
@@ -124,6 +141,15 @@ func (d *desired) apply(st *secretsstorev1.SecretProviderClassPodStatus, node st
 	case d.classKnown:
 		meta.RemoveStatusCondition(&s.Conditions, secretsstorev1.ConditionSecretsSynced)
 	}
+	switch {
+	case d.policy != nil:
+		policy := *d.policy
+		policy.ObservedGeneration = s.ObservedGeneration
+		meta.SetStatusCondition(&s.Conditions, policy)
+	case d.classKnown:
+		meta.RemoveStatusCondition(&s.Conditions, secretsstorev1.ConditionRotationPolicy)
+	}
+	s.HandledRefresh = d.handled.DeepCopy()
 	changed := !equality.Semantic.DeepEqual(before, st)
 
 	old := s.LastRefreshTime

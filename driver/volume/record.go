@@ -51,9 +51,17 @@ type Record struct {
 	LastMount time.Time `json:"lastMount"`
 	// LastChange is the time the files last changed.
 	LastChange time.Time `json:"lastChange"`
-	// LastError is the last failed refresh, cleared by the next success.
+	// LastError is the last failed refresh, cleared by the next success;
+	// Failures counts the refreshes that failed in a row (their retries
+	// back off).
 	LastError     string    `json:"lastError,omitempty"`
 	LastErrorTime time.Time `json:"lastErrorTime,omitzero"`
+	Failures      int       `json:"failures,omitempty"`
+	// HandledClassRefresh and HandledPodRefresh are the values of the
+	// refresh trigger annotation of the class and of the pod that the
+	// volume last acted on: a new value is a request to refresh.
+	HandledClassRefresh string `json:"handledClassRefresh,omitempty"`
+	HandledPodRefresh   string `json:"handledPodRefresh,omitempty"`
 }
 
 // ErrCorruptRecord is wrapped when a record cannot be read back: truncated,

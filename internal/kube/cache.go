@@ -219,3 +219,46 @@ func StripManagedFields(obj any) (any, error) {
 	}
 	return obj, nil
 }
+
+// Annotations returns the annotations of the cached object namespace/name
+// of sample's kind, nil when it is not cached. The map is the cache's own:
+// callers only read it. It copies nothing, for reads on kubelet's path.
+func (c *Cache) Annotations(sample Object, key types.NamespacedName) map[string]string {
+	i, err := c.informerFor(sample)
+	if err != nil {
+		return nil
+	}
+	k := key.Name
+	if key.Namespace != "" {
+		k = key.Namespace + "/" + key.Name
+	}
+	item, ok, err := i.informer.GetIndexer().GetByKey(k)
+	if err != nil || !ok {
+		return nil
+	}
+	m, err := meta.Accessor(item)
+	if err != nil {
+		return nil
+	}
+	return m.GetAnnotations()
+}
+
+// OnUpdate calls fn with the old and new object of every later update of
+// an object of sample's kind the cache sees, once the cache holds the new
+// one. fn must not block and must not modify the objects.
+func (c *Cache) OnUpdate(sample Object, fn func(oldObj, newObj Object)) error {
+	i, err := c.informerFor(sample)
+	if err != nil {
+		return err
+	}
+	_, err = i.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(Object)
+			n, ok2 := newObj.(Object)
+			if ok1 && ok2 {
+				fn(o, n)
+			}
+		},
+	})
+	return err
+}

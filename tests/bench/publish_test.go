@@ -45,7 +45,7 @@ func BenchmarkNodePublishVolume(b *testing.B) {
 		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
 			b.Run("first", func(b *testing.B) { benchFirst(b, n) })
 			b.Run("republish", func(b *testing.B) { benchRepublish(b, n, harness.Options{}) })
-			b.Run("republish-not-due", func(b *testing.B) { benchRepublish(b, n, harness.Options{Refresh: rotation.NodeDefaults{}}) })
+			b.Run("republish-not-due", func(b *testing.B) { benchRepublish(b, n, harness.Options{Refresh: &rotation.Decider{}}) })
 		})
 	}
 }

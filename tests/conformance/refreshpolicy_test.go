@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/harness"
 )
 
@@ -16,10 +17,17 @@ type switchPolicy struct {
 	last  atomic.Int64 // the lastRefresh it was last asked about, unix ns
 }
 
-func (p *switchPolicy) Due(lastRefresh, _ time.Time) bool {
+func (p *switchPolicy) Decide(s rotation.State, _, _, _ string, _ time.Time) rotation.Decision {
 	p.asked.Add(1)
-	p.last.Store(lastRefresh.UnixNano())
-	return p.due.Load()
+	p.last.Store(s.LastRefresh.UnixNano())
+	if p.due.Load() {
+		return rotation.Decision{Verdict: rotation.DecisionDue}
+	}
+	return rotation.Decision{Verdict: rotation.DecisionNotDue}
+}
+
+func (p *switchPolicy) Current(_, _, _ string) (rotation.Triggers, []error) {
+	return rotation.Triggers{}, nil
 }
 
 // TestRepublishNotDue: a republish the refresh policy says is not due keeps

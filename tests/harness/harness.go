@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
@@ -51,6 +52,8 @@ type Options struct {
 	// Refresh is the driver's refresh policy; nil refreshes on every
 	// republish.
 	Refresh driver.RefreshPolicy
+	// Clock is the driver's clock; the real one when nil.
+	Clock clock.PassiveClock
 }
 
 func (o *Options) defaults() {
@@ -215,6 +218,7 @@ func (h *Harness) cleanup() {
 
 // runningDriver is one driver instance serving on the harness endpoint.
 type runningDriver struct {
+	d         *driver.Driver
 	cancel    context.CancelFunc
 	done      chan error
 	conn      *grpc.ClientConn
@@ -249,7 +253,7 @@ func (h *Harness) startDriver() (*runningDriver, error) {
 		cancel()
 		return nil, errors.Join(err, pc.Close())
 	}
-	r := &runningDriver{cancel: cancel, done: make(chan error, 1), providers: pc}
+	r := &runningDriver{d: d, cancel: cancel, done: make(chan error, 1), providers: pc}
 	go func() { r.done <- d.Run(ctx) }()
 
 	sock := h.SocketPath()
@@ -274,6 +278,7 @@ func (h *Harness) driverDeps(ctx context.Context, pc *providerclient.Client, vol
 		Providers: pc,
 		Volumes:   vols,
 		Refresh:   h.opts.Refresh,
+		Clock:     h.opts.Clock,
 	}
 	if h.opts.Cluster == nil {
 		return deps, nil
@@ -287,6 +292,11 @@ func (h *Harness) driverDeps(ctx context.Context, pc *providerclient.Client, vol
 		deps.Classes = classes
 	}
 	return deps, nil
+}
+
+// Driver is the running driver, for what kubelet does not call (triggers).
+func (h *Harness) Driver() *driver.Driver {
+	return h.drv.d
 }
 
 // SocketPath is the filesystem path of the driver's CSI socket.
