@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -11,6 +12,10 @@ import (
 type nodeServer struct {
 	csi.UnimplementedNodeServer
 	d *Driver
+	// providers remembers the provider of each published volume (volume
+	// ID to name) for the publish metrics: a republish that is not due
+	// calls no provider and reads no class.
+	providers sync.Map
 }
 
 var _ csi.NodeServer = (*nodeServer)(nil)
@@ -36,17 +41,56 @@ func rpcCapability(t csi.NodeServiceCapability_RPC_Type) *csi.NodeServiceCapabil
 }
 
 func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	if err := s.d.publish(ctx, req); err != nil {
-		return nil, toStatus(err)
+	start := s.d.deps.Clock.Now()
+	ctx, slot := withProviderSlot(ctx)
+	err := toStatus(s.d.publish(ctx, req))
+	s.d.deps.Metrics.NodePublish(s.provider(req.GetVolumeId(), slot, err), err, s.d.deps.Clock.Since(start))
+	if err != nil {
+		return nil, err
 	}
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
 func (s *nodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
-	if err := s.d.unpublish(ctx, req); err != nil {
-		return nil, toStatus(err)
+	start := s.d.deps.Clock.Now()
+	err := toStatus(s.d.unpublish(ctx, req))
+	if err == nil {
+		s.providers.Delete(req.GetVolumeId())
+	}
+	s.d.deps.Metrics.NodeUnpublish(err, s.d.deps.Clock.Since(start))
+	if err != nil {
+		return nil, err
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// provider names the provider of a publish for its metrics: the one it
+// called (MeteredProviders tells), else the one the volume had, read once
+// from its record after a driver restart; "" when not known (a request
+// refused before any provider was called).
+func (s *nodeServer) provider(volumeID string, slot *providerSlot, err error) string {
+	if _, off := s.d.deps.Metrics.(noMetrics); off {
+		return ""
+	}
+	if p := slot.called(); p != "" {
+		if err == nil {
+			s.providers.Store(volumeID, p)
+		}
+		return p
+	}
+	if v, ok := s.providers.Load(volumeID); ok {
+		p, _ := v.(string)
+		return p
+	}
+	if err != nil || volumeID == "" {
+		return ""
+	}
+	rec, rerr := s.d.deps.Volumes.Lookup(volumeID).LoadRecord()
+	if rerr != nil || rec == nil || rec.Provider == "" {
+		return ""
+	}
+	s.providers.Store(volumeID, rec.Provider)
+	return rec.Provider
 }
 
 // NodeGetVolumeStats reports the tmpfs usage of a published volume.

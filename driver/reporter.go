@@ -31,6 +31,10 @@ type reporter struct {
 type report struct {
 	publish   *Outcome
 	unpublish *volume.Record
+	// queued is when it was queued; waiting is since when its volume has
+	// waited for a write (the queued time of the oldest report it
+	// replaced that was not written).
+	queued, waiting time.Time
 }
 
 func newReporter(c Cluster, timeout time.Duration) *reporter {
@@ -67,7 +71,12 @@ func (r *reporter) unpublished(rec *volume.Record) {
 }
 
 func (r *reporter) put(key string, rep *report) {
+	rep.queued = time.Now()
+	rep.waiting = rep.queued
 	r.mu.Lock()
+	if old := r.pending[key]; old != nil {
+		rep.waiting = old.waiting
+	}
 	r.pending[key] = rep
 	r.mu.Unlock()
 	r.queue.Forget(key)
@@ -113,8 +122,10 @@ func (r *reporter) next(ctx context.Context) bool {
 	}
 	r.queue.Forget(key)
 	r.mu.Lock()
-	if r.pending[key] == rep {
+	if cur := r.pending[key]; cur == rep {
 		delete(r.pending, key)
+	} else if cur != nil {
+		cur.waiting = cur.queued // what waited before it is written
 	}
 	r.mu.Unlock()
 	return true
@@ -127,6 +138,26 @@ func (r *reporter) write(ctx context.Context, rep *report) error {
 		return r.cluster.AfterUnpublish(ctx, rep.unpublish)
 	}
 	return r.cluster.AfterPublish(ctx, rep.publish)
+}
+
+// WriteQueue reports the cluster side's writes waiting for the API server
+// (pod statuses and Secret syncs, one per volume, retries included) and how
+// long the oldest has waited, for the metrics: 0, 0 without a cluster.
+func (d *Driver) WriteQueue() (pending int, oldest time.Duration) {
+	return d.reporter.waiting(time.Now())
+}
+
+func (r *reporter) waiting(now time.Time) (int, time.Duration) {
+	if r.cluster == nil {
+		return 0, 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var oldest time.Duration
+	for _, rep := range r.pending {
+		oldest = max(oldest, now.Sub(rep.waiting))
+	}
+	return len(r.pending), oldest
 }
 
 // idle reports whether nothing is waiting to be written (for tests).
