@@ -15,7 +15,7 @@ import (
 // that no target shows is the leftover of a first publish that did not
 // finish, and is removed so the volume starts afresh.
 func (d *Driver) loadRecord(v *volume.Volume, p *publishRequest) (*volume.Record, error) {
-	rec, err := v.LoadRecord()
+	rec, err := d.deps.Volumes.LoadRecord(v)
 	if err == nil && rec != nil {
 		return rec, nil
 	}

@@ -125,8 +125,8 @@ func (d *Driver) reconciled(o *Outcome, prev *volume.Record, err error, start ti
 // show the volume (a target someone unmounted is bound again); nothing is
 // fetched, written or reported.
 func (d *Driver) keepMounted(v *volume.Volume, p *publishRequest, prev *volume.Record) error {
-	if prev.Adopted {
-		return nil // the upstream driver's tmpfs is the target itself
+	if prev.Adopted || d.deps.Volumes.Shows(v, p.target) {
+		return nil // an adopted volume: the upstream driver's tmpfs is the target itself
 	}
 	return d.deps.Volumes.Bind(v, p.target, p.readOnly)
 }

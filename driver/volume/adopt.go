@@ -140,6 +140,7 @@ func (m *Manager) PrepareAdopted(v *Volume) error {
 // RemoveAdopted removes the directory of an adopted volume and its record.
 // A directory with a tmpfs mounted is not touched.
 func (m *Manager) RemoveAdopted(v *Volume) error {
+	m.forget(v.ID)
 	mounted, err := m.Mounted(v)
 	if err != nil || mounted {
 		return err

@@ -51,6 +51,7 @@ type Volume struct {
 type Manager struct {
 	root      string
 	sizeBytes int64
+	records   recordCache
 }
 
 // NewManager returns a Manager keeping volumes under stateDir/volumes.
@@ -72,7 +73,7 @@ func NewManager(stateDir string, sizeBytes int64) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolve state dir: %w", err)
 	}
-	return &Manager{root: root, sizeBytes: sizeBytes}, nil
+	return &Manager{root: root, sizeBytes: sizeBytes, records: recordCache{m: map[string]*cachedRecord{}}}, nil
 }
 
 // SizeBytes is the cap of one generation of a volume's content.
@@ -113,6 +114,7 @@ func (m *Manager) MountTmpfs(v *Volume) error {
 // RemoveTmpfs unmounts the volume's tmpfs and removes its directory. A
 // volume already gone is not an error.
 func (m *Manager) RemoveTmpfs(v *Volume) error {
+	m.forget(v.ID)
 	mounted, err := m.Mounted(v)
 	if err != nil {
 		return err
