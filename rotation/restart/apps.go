@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 )
 
 // GroupVersion is the API group version of the objects a Restarter reads
@@ -37,11 +38,13 @@ type template struct {
 }
 
 // templatePatch is the JSON merge patch that sets one annotation on the
-// pod template of the workload with uid (a precondition: the API server
-// refuses the patch when the object is another one).
+// pod template of the workload with uid and resourceVersion: preconditions,
+// the API server refuses the patch (a conflict) when the object is another
+// one or changed since it was read.
 type templatePatch struct {
 	Metadata struct {
-		UID types.UID `json:"uid"`
+		UID             types.UID `json:"uid"`
+		ResourceVersion string    `json:"resourceVersion"`
 	} `json:"metadata"`
 	Spec struct {
 		Template struct {
@@ -54,8 +57,8 @@ type templatePatch struct {
 
 // metadata reads the metadata of an apps/v1 object.
 func (r *Restarter) metadata(ctx context.Context, resource, namespace, name string) (*metav1.PartialObjectMetadata, error) {
-	raw, err := r.apps.Get().Namespace(namespace).Resource(resource).Name(name).
-		SetHeader("Accept", metadataOnly).Do(ctx).Raw()
+	raw, err := body(r.apps.Get().Namespace(namespace).Resource(resource).Name(name).
+		SetHeader("Accept", metadataOnly).Do(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +71,7 @@ func (r *Restarter) metadata(ctx context.Context, resource, namespace, name stri
 
 // template reads the uid, generation and pod-template annotations of w.
 func (r *Restarter) template(ctx context.Context, w Workload) (*template, error) {
-	raw, err := r.apps.Get().Namespace(w.Namespace).Resource(w.resource()).Name(w.Name).Do(ctx).Raw()
+	raw, err := body(r.apps.Get().Namespace(w.Namespace).Resource(w.resource()).Name(w.Name).Do(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -79,18 +82,18 @@ func (r *Restarter) template(ctx context.Context, w Workload) (*template, error)
 	return t, nil
 }
 
-// annotate sets the pod-template annotation key to value on w and returns
-// the workload as patched.
-func (r *Restarter) annotate(ctx context.Context, w Workload, key, value string) (*template, error) {
+// annotate sets the pod-template annotation key to value on w, as read at
+// resourceVersion, and returns the workload as patched.
+func (r *Restarter) annotate(ctx context.Context, w Workload, resourceVersion, key, value string) (*template, error) {
 	var p templatePatch
-	p.Metadata.UID = w.UID
+	p.Metadata.UID, p.Metadata.ResourceVersion = w.UID, resourceVersion
 	p.Spec.Template.Metadata.Annotations = map[string]string{key: value}
-	body, err := json.Marshal(&p)
+	patch, err := json.Marshal(&p)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := r.apps.Patch(types.MergePatchType).Namespace(w.Namespace).Resource(w.resource()).Name(w.Name).
-		Param("fieldManager", fieldManager).Body(body).Do(ctx).Raw()
+	raw, err := body(r.apps.Patch(types.MergePatchType).Namespace(w.Namespace).Resource(w.resource()).Name(w.Name).
+		Param("fieldManager", fieldManager).Body(patch).Do(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -99,4 +102,14 @@ func (r *Restarter) annotate(ctx context.Context, w Workload, key, value string)
 		return nil, fmt.Errorf("decode %s: %w", w, err)
 	}
 	return t, nil
+}
+
+// body returns the answer's body, or its error with the API server's
+// Status (its message and reason) when it sent one: Raw alone gives an
+// error with the status code only.
+func body(res rest.Result) ([]byte, error) {
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	return res.Raw()
 }

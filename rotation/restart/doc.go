@@ -18,10 +18,11 @@
 // derived from the new object versions only, so every pod of the workload,
 // on every node, that sees the same change derives the same value. The
 // workload is read first and nothing is written when the template already
-// carries the value; otherwise one JSON merge patch sets that one annotation
-// (with the workload's uid as precondition). Nodes that race write the same
-// value, and the API server does not store a patch that changes nothing:
-// however many pods refresh, the template changes once per change.
+// carries the value; otherwise one JSON merge patch sets that one annotation,
+// on condition that the workload is the one read (its uid) and has not
+// changed since (its resourceVersion). When two nodes race, one patch wins;
+// the other conflicts, reads again and finds the value: however many pods
+// refresh, on however many nodes, the template changes once per change.
 //
 // # API access
 //

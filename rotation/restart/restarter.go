@@ -36,8 +36,13 @@ const (
 // RBACComponent is the kustomize component with the rules a restart needs.
 const RBACComponent = "deploy/components/restart-on-change"
 
-// maxListed bounds the objects an event names.
-const maxListed = 10
+const (
+	// maxListed bounds the objects an event names.
+	maxListed = 10
+	// maxAttempts bounds the patches of one workload in one Restart that
+	// fail because it changed since it was read (its status changes too).
+	maxAttempts = 4
+)
 
 // Restarter warns pods about subPath mounts of refreshed volumes and
 // restarts the workloads that opted in. It is safe for concurrent use.
@@ -74,7 +79,7 @@ type Result struct {
 	Workload Workload
 	// Key and Value are the pod-template annotation that restarts it.
 	Key, Value string
-	// Patched says this call wrote the annotation; false when the template
+	// Patched says this call changed the pod template; false when it
 	// already carried the value.
 	Patched bool
 	// Generation is the workload's generation after the call.
@@ -118,31 +123,52 @@ func (r *Restarter) Restart(ctx context.Context, c Change) (Result, error) {
 		return Result{}, r.failed(c, err)
 	}
 	res := Result{Workload: w, Key: AnnotationKey(c.Class.Name), Value: AnnotationValue(c.Objects)}
+	for attempt := 1; ; attempt++ {
+		done, err := r.ensure(ctx, &res)
+		switch {
+		case errors.Is(err, ErrNoWorkload):
+			return r.skipped(c, err), nil
+		case apierrors.IsConflict(err) && attempt < maxAttempts:
+			continue // changed since the read: read again
+		case err != nil:
+			return Result{}, r.failed(c, err)
+		case done:
+			if res.Patched {
+				r.event(w.Reference(), corev1.EventTypeNormal, ReasonRestarting,
+					fmt.Sprintf("restarting: SecretProviderClass %s changed: objects %s (pod template annotation %s=%s)",
+						c.Class.Name, objectList(c.Objects), res.Key, res.Value))
+			}
+			return res, nil
+		}
+	}
+}
+
+// ensure reads res.Workload and, unless its pod template carries res.Key =
+// res.Value, patches it, on condition that it did not change since the
+// read: a conflict means it did (another node may have set the value), and
+// the caller reads again. It reports whether the template carries the value.
+func (r *Restarter) ensure(ctx context.Context, res *Result) (bool, error) {
+	w := res.Workload
 	t, err := r.template(ctx, w)
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && t.Metadata.UID != w.UID):
-		return r.skipped(c, fmt.Errorf("%w: %s is gone", ErrNoWorkload, w)), nil
+		return false, fmt.Errorf("%w: %s is gone", ErrNoWorkload, w)
 	case err != nil:
-		return Result{}, r.failed(c, fmt.Errorf("read %s: %w", w, err))
+		return false, fmt.Errorf("read %s: %w", w, err)
 	}
 	res.Generation = t.Metadata.Generation
 	if t.Spec.Template.Metadata.Annotations[res.Key] == res.Value {
-		return res, nil // this change restarted it already
+		return true, nil // this change restarted it already
 	}
-	t, err = r.annotate(ctx, w, res.Key, res.Value)
+	t, err = r.annotate(ctx, w, t.Metadata.ResourceVersion, res.Key, res.Value)
 	switch {
-	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		// Deleted, or replaced by another object of the name (the uid
-		// precondition failed), since the read.
-		return r.skipped(c, fmt.Errorf("%w: %s is gone", ErrNoWorkload, w)), nil
+	case apierrors.IsNotFound(err):
+		return false, fmt.Errorf("%w: %s is gone", ErrNoWorkload, w)
 	case err != nil:
-		return Result{}, r.failed(c, fmt.Errorf("patch %s: %w", w, err))
+		return false, fmt.Errorf("patch %s: %w", w, err)
 	}
 	res.Patched, res.Generation = true, t.Metadata.Generation
-	r.event(w.Reference(), corev1.EventTypeNormal, ReasonRestarting,
-		fmt.Sprintf("restarting: SecretProviderClass %s changed: objects %s (pod template annotation %s=%s)",
-			c.Class.Name, objectList(c.Objects), res.Key, res.Value))
-	return res, nil
+	return true, nil
 }
 
 // skipped tells the pod why its workload is not restarted.

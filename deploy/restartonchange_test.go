@@ -1,0 +1,124 @@
+package deploy_test
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	restartOnChangePath = "components/restart-on-change"
+	restartRole         = "keymount-restart-on-change"
+)
+
+// restartRules are the rules a restart on change needs (rotation/restart):
+// a ReplicaSet's metadata to find its Deployment, then get and patch of the
+// workload, and events on it.
+var restartRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"get", "patch"}},
+	{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+}
+
+// clusterRoleBindings renders dir and returns its ClusterRoleBindings by name.
+func clusterRoleBindings(t *testing.T, mem filesys.FileSystem, dir string) map[string]*rbacv1.ClusterRoleBinding {
+	t.Helper()
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, dir)
+	if err != nil {
+		t.Fatalf("render %s: %v", dir, err)
+	}
+	out := map[string]*rbacv1.ClusterRoleBinding{}
+	for _, r := range m.Resources() {
+		if r.GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		data, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &rbacv1.ClusterRoleBinding{}
+		if err := yaml.UnmarshalStrict(data, b); err != nil {
+			t.Fatalf("decode ClusterRoleBinding/%s: %v", r.GetName(), err)
+		}
+		out[b.Name] = b
+	}
+	return out
+}
+
+// grantsApps reports whether role has a rule on the apps group.
+func grantsApps(role *rbacv1.ClusterRole) bool {
+	for _, r := range role.Rules {
+		if slices.Contains(r.APIGroups, "apps") || slices.Contains(r.APIGroups, "*") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestBaseCannotRestart: without the component no role of the driver
+// reaches workloads.
+func TestBaseCannotRestart(t *testing.T) {
+	r := mustRender(t, deployFS(t), "/deploy")
+	for _, name := range slices.Sorted(maps.Keys(r.clusterRoles)) {
+		if grantsApps(r.clusterRoles[name]) {
+			t.Errorf("the base ClusterRole %s has a rule on apps: %+v", name, r.clusterRoles[name].Rules)
+		}
+	}
+}
+
+// TestRestartOnChangeComponent: the component adds one ClusterRole with
+// exactly the rules a restart needs, bound to the driver's service account,
+// and changes nothing else, alone and with the other components.
+func TestRestartOnChangeComponent(t *testing.T) {
+	mem := deployFS(t)
+	base := mustRender(t, mem, "/deploy")
+	tests := []struct {
+		name       string
+		components []string
+	}{
+		{name: "alone", components: []string{restartOnChangePath}},
+		{name: "with secret-sync", components: []string{secretSyncPath, restartOnChangePath}},
+		{name: "with every component", components: []string{registrarSidecarPath, restartOnChangePath, secretSyncPath, tokenAudiencesPath}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := overlay(t, mem, tc.components...)
+			r := mustRender(t, mem, dir)
+			role, ok := r.clusterRoles[restartRole]
+			if !ok {
+				t.Fatalf("no ClusterRole %s in %v", restartRole, r.kinds)
+			}
+			if diff := cmp.Diff(restartRules, role.Rules); diff != "" {
+				t.Errorf("rules (-want +got):\n%s", diff)
+			}
+			b, ok := clusterRoleBindings(t, mem, dir)[restartRole]
+			wantSubjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "keymount", Namespace: "kube-system"}}
+			switch {
+			case !ok:
+				t.Errorf("no ClusterRoleBinding %s", restartRole)
+			case b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: restartRole}):
+				t.Errorf("binding's roleRef %+v", b.RoleRef)
+			case !cmp.Equal(wantSubjects, b.Subjects):
+				t.Errorf("binding's subjects %+v, want the driver's service account", b.Subjects)
+			}
+			// The component is RBAC only: no other role changes.
+			for name, want := range base.clusterRoles {
+				if diff := cmp.Diff(want, r.clusterRoles[name]); diff != "" {
+					t.Errorf("ClusterRole %s changed (-base +with the component):\n%s", name, diff)
+				}
+			}
+		})
+	}
+	// Without it, the rest of the output is what the other components make.
+	without := mustRender(t, mem, overlay(t, mem, secretSyncPath))
+	with := mustRender(t, mem, overlay(t, mem, secretSyncPath, restartOnChangePath))
+	if diff := cmp.Diff(without.daemonSet, with.daemonSet); diff != "" {
+		t.Errorf("the component changed the DaemonSet (-without +with):\n%s", diff)
+	}
+}
