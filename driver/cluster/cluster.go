@@ -50,6 +50,7 @@ type Cluster struct {
 	events   *eventSink
 	live     kube.Reader // reads the API server directly (adoption checks)
 	cache    *kube.Cache
+	changes  *changes // subPath warnings and restarts on change
 }
 
 var _ driver.Cluster = (*Cluster)(nil)
@@ -92,6 +93,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	cl.events = events
 	if cfg.SyncSecrets {
 		cl.sync = secretsync.New(live, rd, cfg.Node, cfg.DriverName, events.recorder)
+	}
+	if cl.changes, err = newChanges(cfg, rd, events.recorder); err != nil {
+		return nil, err
 	}
 	return cl, nil
 }
@@ -180,6 +184,7 @@ func (c *Cluster) AfterPublish(ctx context.Context, o *driver.Outcome) error {
 	if c.sync != nil {
 		synced, syncErr = c.sync.Sync(ctx, o)
 	}
+	c.restartOnChange(ctx, o)
 	return errors.Join(syncErr, c.status.Publish(ctx, o, synced))
 }
 

@@ -48,8 +48,9 @@ func podTrimmer(driverName string) toolscache.TransformFunc {
 	}
 }
 
-// subPathMounts returns, of containers, the names and the subPath mounts of
-// the volumes in ours, leaving out containers without one.
+// subPathMounts returns, of containers, the names, restart policies (which
+// tell a sidecar from an init container that has exited) and the subPath
+// mounts of the volumes in ours, leaving out containers without one.
 func subPathMounts(containers []corev1.Container, ours map[string]bool) []corev1.Container {
 	var out []corev1.Container
 	for _, c := range containers {
@@ -60,7 +61,7 @@ func subPathMounts(containers []corev1.Container, ours map[string]bool) []corev1
 			}
 		}
 		if mounts != nil {
-			out = append(out, corev1.Container{Name: c.Name, VolumeMounts: mounts})
+			out = append(out, corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy, VolumeMounts: mounts})
 		}
 	}
 	return out

@@ -31,6 +31,7 @@ func fullMeta() metav1.ObjectMeta {
 
 func TestPodTrimmerKeepsWhatTheDriverReads(t *testing.T) {
 	attrs := map[string]string{"secretProviderClass": "db"}
+	always := corev1.ContainerRestartPolicyAlways // a sidecar
 	pod := &corev1.Pod{
 		ObjectMeta: fullMeta(),
 		Spec: corev1.PodSpec{
@@ -43,9 +44,14 @@ func TestPodTrimmerKeepsWhatTheDriverReads(t *testing.T) {
 				}},
 				{Name: "sidecar", Image: "s:1", VolumeMounts: []corev1.VolumeMount{{Name: "secrets", MountPath: "/s"}}},
 			},
-			InitContainers: []corev1.Container{{Name: "init", VolumeMounts: []corev1.VolumeMount{
-				{Name: "secrets", MountPath: "/i", SubPathExpr: "$(POD)"},
-			}}},
+			InitContainers: []corev1.Container{
+				{Name: "init", VolumeMounts: []corev1.VolumeMount{
+					{Name: "secrets", MountPath: "/i", SubPathExpr: "$(POD)"},
+				}},
+				{Name: "proxy", Image: "p:1", RestartPolicy: &always, VolumeMounts: []corev1.VolumeMount{
+					{Name: "secrets", MountPath: "/p/cert", SubPath: "cert"},
+				}},
+			},
 			Volumes: []corev1.Volume{
 				{Name: "secrets", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: testDriver, VolumeAttributes: attrs}}},
 				{Name: "other-csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "other.csi.example.com"}}},
@@ -74,9 +80,14 @@ func TestPodTrimmerKeepsWhatTheDriverReads(t *testing.T) {
 			Containers: []corev1.Container{{Name: "app", VolumeMounts: []corev1.VolumeMount{
 				{Name: "secrets", MountPath: "/etc/db.conf", SubPath: "db.conf"},
 			}}},
-			InitContainers: []corev1.Container{{Name: "init", VolumeMounts: []corev1.VolumeMount{
-				{Name: "secrets", MountPath: "/i", SubPathExpr: "$(POD)"},
-			}}},
+			InitContainers: []corev1.Container{
+				{Name: "init", VolumeMounts: []corev1.VolumeMount{
+					{Name: "secrets", MountPath: "/i", SubPathExpr: "$(POD)"},
+				}},
+				{Name: "proxy", RestartPolicy: &always, VolumeMounts: []corev1.VolumeMount{
+					{Name: "secrets", MountPath: "/p/cert", SubPath: "cert"},
+				}},
+			},
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
