@@ -26,6 +26,9 @@ const (
 
 	// RestartAnnotation "true" on a class, or on a workload's pod template,
 	// restarts the workload (Deployment, StatefulSet, DaemonSet) when a
-	// refresh changes its volume's content.
+	// refresh changes its volume's content; "false" on a pod opts it out of
+	// its class's "true". Package restart sets the pod-template annotation
+	// keymount.io/rollout-<class> (restart.RolloutAnnotationPrefix) that
+	// does it.
 	RestartAnnotation = "keymount.io/restart-on-change"
 )
