@@ -60,6 +60,7 @@ func (d *Driver) publishLocked(ctx context.Context, p *publishRequest) (*Outcome
 	dec := d.decide(prev, p)
 	if prev != nil {
 		d.deps.Metrics.RefreshDecision(dec.Verdict)
+		klog.V(5).InfoS("refresh decision", "volumeID", p.volumeID, "decision", dec.Verdict)
 		if !dec.Refreshes() {
 			return nil, d.keepMounted(v, p, prev)
 		}

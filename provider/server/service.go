@@ -71,8 +71,9 @@ func failed(st *status.Status) (*v1alpha1.MountResponse, error) {
 	return &v1alpha1.MountResponse{Error: e}, st.Err()
 }
 
-// logFailures logs each failed call once, without the request: attributes,
-// secrets and file contents never reach the log.
+// logFailures logs each failed call once, and at verbosity 4 each call,
+// without the request: attributes, secrets and file contents never reach
+// the log.
 func logFailures(provider string) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
@@ -83,6 +84,9 @@ func logFailures(provider string) grpc.UnaryServerInterceptor {
 				kv = append(kv, "targetPath", mr.GetTargetPath())
 			}
 			klog.ErrorS(err, "provider call failed", kv...)
+		} else if mr, ok := req.(*v1alpha1.MountRequest); ok {
+			klog.V(4).InfoS("provider call", "provider", provider, "method", info.FullMethod,
+				"targetPath", mr.GetTargetPath(), "duration", time.Since(start))
 		}
 		return resp, err
 	}

@@ -36,6 +36,9 @@ type nodeOptions struct {
 	// upstreamFlags starts the driver with the flags the upstream driver's
 	// v1.6 manifests and chart render, under upstream's names.
 	upstreamFlags bool
+	// driverFlags are added to the driver's arguments; a flag given
+	// again overrides the default's value.
+	driverFlags []string
 }
 
 // node is one emulated node: a directory standing in for the host, the
@@ -158,6 +161,7 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 	if !opts.noSync {
 		n.driverArgs = append(n.driverArgs, "--sync-secrets")
 	}
+	n.driverArgs = append(n.driverArgs, opts.driverFlags...)
 	n.startDriver(t)
 	return n
 }
