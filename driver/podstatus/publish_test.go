@@ -158,9 +158,8 @@ func TestPublishLastRefreshTimeGranularity(t *testing.T) {
 		after       time.Duration
 		wantWrite   bool
 	}{
-		{name: "default, within", after: 9*time.Minute + 59*time.Second},
-		{name: "default, at", after: 10 * time.Minute},
-		{name: "default, beyond", after: 10*time.Minute + time.Second, wantWrite: true},
+		{name: "default: never alone", after: 10*time.Minute + time.Second},
+		{name: "default: not after a day either", after: 24 * time.Hour},
 		{name: "custom, within", granularity: time.Minute, after: time.Minute},
 		{name: "custom, beyond", granularity: time.Minute, after: 61 * time.Second, wantWrite: true},
 		{name: "zero: every refresh", granularity: -1, after: time.Second, wantWrite: true},

@@ -153,7 +153,7 @@ func (d *desired) apply(st *secretsstorev1.SecretProviderClassPodStatus, node st
 	changed := !equality.Semantic.DeepEqual(before, st)
 
 	old := s.LastRefreshTime
-	if d.lastRefresh == nil || (!changed && old != nil && d.lastRefresh.Sub(old.Time) <= granularity) {
+	if d.lastRefresh == nil || (!changed && old != nil && (granularity < 0 || d.lastRefresh.Sub(old.Time) <= granularity)) {
 		return changed
 	}
 	s.LastRefreshTime = d.lastRefresh.DeepCopy()

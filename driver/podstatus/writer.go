@@ -19,10 +19,15 @@ import (
 	"github.com/keymount/keymount/internal/kube"
 )
 
-// DefaultRefreshTimeGranularity is how much newer a successful refresh must
-// be than the stored lastRefreshTime before it is written on its own (see
-// the package documentation).
-const DefaultRefreshTimeGranularity = 10 * time.Minute
+// DefaultRefreshTimeGranularity leaves lastRefreshTime to be written only
+// together with another change (see the package documentation): a volume
+// whose content and conditions stay the same costs no API write, however
+// often it is refreshed.
+const DefaultRefreshTimeGranularity = NeverAlone
+
+// NeverAlone as Writer.RefreshTimeGranularity writes lastRefreshTime only
+// with another change.
+const NeverAlone time.Duration = -1
 
 // ErrInvalidCondition is returned by Publish for a SecretsSynced condition
 // the API server would reject.
@@ -38,8 +43,9 @@ type Writer struct {
 
 	// RefreshTimeGranularity is how much newer a refresh must be than the
 	// stored lastRefreshTime for it to be written when nothing else
-	// changed. New sets DefaultRefreshTimeGranularity; zero writes every
-	// refresh (to the second). Change it before the first Publish only.
+	// changed. New sets DefaultRefreshTimeGranularity (NeverAlone); zero
+	// writes every refresh (to the second). Change it before the first
+	// Publish only.
 	RefreshTimeGranularity time.Duration
 }
 
