@@ -61,6 +61,12 @@ type clusterNode struct {
 // registers their clean-up.
 func startClusterNode(b *testing.B, driverBin, providerBin string, pprof bool, extraArgs ...string) *clusterNode {
 	b.Helper()
+	return startClusterNodeWith(b, driverBin, providerBin, pprof, nil, extraArgs...)
+}
+
+// startClusterNodeWith is startClusterNode with arguments for the provider.
+func startClusterNodeWith(b *testing.B, driverBin, providerBin string, pprof bool, providerArgs []string, extraArgs ...string) *clusterNode {
+	b.Helper()
 	env := k8senv.Start(b, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	kubeconfig, cfg := env.KubeconfigFor(b, "keymount-bench", []string{"system:masters"})
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -94,6 +100,7 @@ func startClusterNode(b *testing.B, driverBin, providerBin string, pprof bool, e
 	}
 	n.binNode = startBinNodeWith(b, binNodeConfig{
 		driverBin: driverBin, providerBin: providerBin, env: memoryEnv(b, ds), args: args, objects: objects,
+		providerArgs: providerArgs,
 	})
 	return n
 }

@@ -142,6 +142,8 @@ type binNodeConfig struct {
 	// classFile, when set, is a SecretProviderClass manifest the driver
 	// reads with --class-path; otherwise args must name an API server.
 	classFile string
+	// providerArgs are added to the local provider's arguments.
+	providerArgs []string
 }
 
 // startBinNode starts the local provider serving one object of objectBytes
@@ -194,7 +196,7 @@ func startBinNodeWith(b *testing.B, cfg binNodeConfig) *binNode {
 		args = append(args, "--class-path="+classes)
 	}
 	n.provider, err = startChild("keymount-provider-local", filepath.Join(dir, "provider.log"), cfg.providerBin, nil,
-		"--root="+root, "--provider-dir="+providers, "--name="+harness.ProviderName)
+		append([]string{"--root=" + root, "--provider-dir=" + providers, "--name=" + harness.ProviderName}, cfg.providerArgs...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
