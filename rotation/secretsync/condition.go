@@ -59,6 +59,9 @@ type result struct {
 	// kept says why the Secret keeps content another node synced instead
 	// of this volume's; "" when it holds this volume's.
 	kept string
+	// unchanged says the sync wrote nothing: the Secret held what it
+	// should.
+	unchanged bool
 }
 
 func failure(secret, reason, message string) result {

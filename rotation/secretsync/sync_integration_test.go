@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,8 +167,11 @@ func testNoWriteWhenUnchanged(t *testing.T, cl *cluster) {
 	vol := newVolume(t, map[string]string{"db/password": "pw-1", "user": "admin"})
 	nodeCache := cl.nodeCache(t, "node-a")
 	n := cl.node("node-a", nodeCache)
+	observed := &writeCounts{}
+	n.syncer.ObserveWrites(observed)
 	n.sync(t, outcome(pod, spc, vol))
 	checkWrites(t, n, 1)
+	observed.check(t, 1, 0)
 	n.events.take()
 
 	live := cl.secret(t, ns, "db")
@@ -185,9 +189,24 @@ func testNoWriteWhenUnchanged(t *testing.T, cl *cluster) {
 		checkCondition(t, n.sync(t, outcome(pod, spc, vol)), metav1.ConditionTrue, ReasonSynced)
 	}
 	checkWrites(t, n, 0)
+	observed.check(t, 1, 3)
 	checkEvents(t, n)
 	if rv := cl.secret(t, ns, "db").ResourceVersion; rv != live.ResourceVersion {
 		t.Errorf("resourceVersion %s → %s: the Secret was written", live.ResourceVersion, rv)
+	}
+}
+
+// writeCounts is a WriteObserver that counts.
+type writeCounts struct{ written, unchanged atomic.Int32 }
+
+func (w *writeCounts) SecretWritten()   { w.written.Add(1) }
+func (w *writeCounts) SecretUnchanged() { w.unchanged.Add(1) }
+
+func (w *writeCounts) check(t *testing.T, written, unchanged int32) {
+	t.Helper()
+	if w.written.Load() != written || w.unchanged.Load() != unchanged {
+		t.Errorf("observed %d Secrets written and %d unchanged, want %d and %d",
+			w.written.Load(), w.unchanged.Load(), written, unchanged)
 	}
 }
 

@@ -44,7 +44,22 @@ type Syncer struct {
 	// settle is how much later another node's answer must be to replace
 	// content (DefaultSettle).
 	settle time.Duration
+	// writes hears each Secret written or left as it was; nil: none.
+	writes WriteObserver
 }
+
+// WriteObserver hears, for metrics, each Secret a sync wrote (created, or
+// applied content or owner references) and each it left as it was because
+// it already held what it should (or newer content another node synced).
+// Its methods must not block.
+type WriteObserver interface {
+	SecretWritten()
+	SecretUnchanged()
+}
+
+// ObserveWrites makes o hear the Syncer's writes. Call it before the first
+// Sync.
+func (s *Syncer) ObserveWrites(o WriteObserver) { s.writes = o }
 
 // New returns a Syncer for node. c applies Secrets and reads live; r reads
 // the node-scoped cache (Secrets with ManagedLabel, this node's Pods);
@@ -173,9 +188,21 @@ func (s *Syncer) syncSecret(ctx context.Context, o *driver.Outcome, files volume
 		if err != nil {
 			return apiFailure(d, "write", err)
 		}
+		s.observe(r.unchanged)
 		r.created, r.changed = done.created, done.changed
 		s.logWrite(o, d, r)
 		return r
+	}
+}
+
+// observe tells the WriteObserver about one Secret synced.
+func (s *Syncer) observe(unchanged bool) {
+	switch {
+	case s.writes == nil:
+	case unchanged:
+		s.writes.SecretUnchanged()
+	default:
+		s.writes.SecretWritten()
 	}
 }
 

@@ -118,6 +118,7 @@ func (s *Syncer) write(ctx context.Context, d *desired, cur *corev1.Secret, owne
 	}
 	ownersMissing := !hasOwners(cur.OwnerReferences, owners)
 	if !content && !ownersMissing {
+		r.unchanged = true
 		return r, nil // nothing to write
 	}
 	// The create's fields go to the apply entries before any apply.
