@@ -135,8 +135,8 @@ func setup(tb *maintb.TB) *suite {
 	}
 
 	// The RBAC of deploy/ exactly as shipped: the base ClusterRole and its
-	// binding, plus the secret-sync component's.
-	for _, f := range []string{"deploy/rbac.yaml", "deploy/components/secret-sync/rbac.yaml"} {
+	// binding, plus the secret-sync and restart-on-change components'.
+	for _, f := range []string{"deploy/rbac.yaml", "deploy/components/secret-sync/rbac.yaml", "deploy/components/restart-on-change/rbac.yaml"} {
 		createManifests(tb, s.ctrl, filepath.Join(s.repo, filepath.FromSlash(f)), "ClusterRole", "ClusterRoleBinding")
 	}
 	// A driver deployed without components/secret-sync has the base role only.
