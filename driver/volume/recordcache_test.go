@@ -64,7 +64,19 @@ func TestRecordCache(t *testing.T) {
 		t.Fatalf("a removed record: %+v, %v; want none", r, err)
 	}
 
-	if err := v.SaveRecord(want); err != nil {
+}
+
+// TestShows: a cached volume is recognised at its bound target by one
+// statx, not once the target is unmounted, and its cache entry goes with
+// its tmpfs.
+func TestShows(t *testing.T) {
+	e := newEnv(t)
+	tg := e.target(t, "uid", "s")
+	v := e.publish(t, "csi-1", tg)
+	if e.m.Shows(v, tg) {
+		t.Error("Shows = true before the record was read: nothing is cached to compare with")
+	}
+	if err := v.SaveRecord(&Record{VolumeID: v.ID, TargetPath: tg.Path, Generation: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.m.LoadRecord(v); err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -188,6 +189,8 @@ func startBinNodeWith(b *testing.B, cfg binNodeConfig) *binNode {
 	args := []string{
 		"--endpoint=unix://" + filepath.Join(dir, "csi.sock"), "--node-id=" + benchNode, "--provider-dir=" + providers,
 		"--additional-provider-dirs=", "--state-dir=" + state, "--kubelet-root-dir=" + n.kubelet,
+		// Metrics on, as the DaemonSet runs the driver, on loopback only.
+		"--metrics-addr=127.0.0.1:" + strconv.Itoa(freePort(b)),
 	}
 	if cfg.classFile != "" {
 		if err := os.WriteFile(filepath.Join(classes, benchClass+".yaml"), []byte(cfg.classFile), 0o600); err != nil {

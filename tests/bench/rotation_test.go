@@ -160,4 +160,3 @@ func (n *clusterNode) triggerLatency(b *testing.B, vols []harness.Volume) (first
 	}
 	return first, time.Since(start)
 }
-

@@ -161,4 +161,3 @@ func (s *suite) setController(t *testing.T, pod *corev1.Pod, apiVersion, kind, n
 		return err == nil && len(p.OwnerReferences) == 1, err
 	})
 }
-
