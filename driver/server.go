@@ -131,6 +131,7 @@ func (d *Driver) Serve(ctx context.Context, l net.Listener) error {
 	go func() { d.reporter.run(reportCtx); close(reported) }()
 	defer func() { stopReports(); <-reported }()
 	go d.idle.run(reportCtx)
+	go d.sweepHeld(reportCtx)
 	d.serving.Store(true)
 	klog.InfoS("serving CSI", "driver", d.cfg.DriverName, "endpoint", l.Addr().String(), "node", d.cfg.NodeID)
 	select {

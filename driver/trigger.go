@@ -181,3 +181,37 @@ func (d *Driver) HoldsClass(namespace, class string) bool {
 	}
 	return false
 }
+
+// sweepEvery is how often held requests whose tokens expired are dropped.
+const sweepEvery = 30 * time.Second
+
+// sweep drops the held requests whose tokens expired at now: expired
+// credentials are not kept in memory longer than a sweep period.
+func (h *heldRequests) sweep(now time.Time) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	dropped := 0
+	for id, r := range h.m {
+		if !r.expires.IsZero() && !now.Before(r.expires) && !r.running {
+			delete(h.m, id)
+			dropped++
+		}
+	}
+	return dropped
+}
+
+// sweepHeld runs sweep every sweepEvery until ctx ends.
+func (d *Driver) sweepHeld(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := d.held.sweep(d.deps.Clock.Now()); n > 0 {
+				klog.V(4).InfoS("dropped held publish requests whose tokens expired", "count", n)
+			}
+		}
+	}
+}
