@@ -12,6 +12,7 @@ import (
 	"github.com/keymount/keymount/driver/cluster"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/rotation/secretsync"
 )
 
 // errNotConnected fails what needs the API server before the driver has
@@ -71,13 +72,17 @@ func (d *deferredCluster) PodAnnotations(namespace, name string) map[string]stri
 
 // connectInBackground starts connecting to the API server, retrying with
 // backoff until it succeeds or ctx ends.
-func connectInBackground(ctx context.Context, cfg cluster.Config) *deferredCluster {
+// writes, when not nil, hears the Secrets the sync writes.
+func connectInBackground(ctx context.Context, cfg cluster.Config, writes secretsync.WriteObserver) *deferredCluster {
 	d := &deferredCluster{ctx: ctx, ready: make(chan struct{})}
 	go func() {
 		wait := 200 * time.Millisecond
 		for {
 			cl, err := cluster.Start(ctx, cfg)
 			if err == nil {
+				if writes != nil {
+					cl.ObserveSecretWrites(writes)
+				}
 				d.cl = cl
 				close(d.ready)
 				return

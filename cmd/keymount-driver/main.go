@@ -28,6 +28,7 @@ import (
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/rotation/secretsync"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -62,6 +63,7 @@ type config struct {
 	kubeBurst       int
 	syncSecrets     bool
 	healthAddr      string
+	metricsAddr     string
 	inflightBytes   string
 	registration    registration.Config
 	upstream        *upstream
@@ -102,6 +104,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.registration.Dir, "plugin-registration-dir", "", "kubelet's plugins_registry directory as the driver sees it: register with kubelet there (no node-driver-registrar sidecar needed); empty: off")
 	fs.StringVar(&cfg.registration.Endpoint, "kubelet-registration-path", "/var/lib/kubelet/plugins/csi-secrets-store/csi.sock", "the CSI socket as kubelet sees it on the host, announced with --plugin-registration-dir")
 	fs.StringVar(&cfg.healthAddr, "health-addr", "", "address serving /healthz and /readyz over HTTP (e.g. :9809); empty: off")
+	fs.StringVar(&cfg.metricsAddr, "metrics-addr", defaultMetricsAddr, "address serving Prometheus metrics on /metrics, and /healthz and /readyz, over HTTP (upstream's flag and default); empty: off")
 	fs.BoolVar(&cfg.rotation.Enabled, "enable-secret-rotation", false, "refresh mounted volumes (upstream's switch): off, a volume keeps what its first publish mounted")
 	fs.DurationVar(&cfg.backoff.Initial, "rotation-backoff-initial", rotation.DefaultBackoffInitial, "after a refresh fails, wait this long before the next attempt (the old files stay mounted); doubles with each failure in a row")
 	fs.DurationVar(&cfg.backoff.Max, "rotation-backoff-max", rotation.DefaultBackoffMax, "the longest wait between attempts of a failing refresh")
@@ -159,6 +162,7 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	decider := &rotation.Decider{Node: cfg.rotation, Backoff: cfg.backoff}
 	deps := driver.Deps{Providers: providers, Volumes: volumes, Refresh: decider}
+	m := newMetrics(cfg, &deps)
 	dc, err := connect(ctx, cfg, &deps)
 	if err != nil {
 		return err
@@ -178,24 +182,12 @@ func run(ctx context.Context, cfg *config) error {
 	defer stopPprof()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var checks []driver.HealthCheck
-	if cfg.registration.Dir != "" {
-		cfg.registration.DriverName = cfg.driver.DriverName
-		status := &registration.Status{}
-		checks = append(checks, status.Check) // a refused or missing registration fails /healthz
-		go func() {
-			if err := registration.Serve(ctx, cfg.registration, status); err != nil {
-				cancel(err)
-			}
-		}()
+	checks := register(ctx, cfg, cancel)
+	stopHTTP, err := serveEndpoints(ctx, cfg, m, d, checks)
+	if err != nil {
+		return err
 	}
-	if cfg.healthAddr != "" {
-		stop, err := serveHealth(ctx, cfg.healthAddr, d.HealthHandler(checks...))
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
+	defer stopHTTP()
 	if err := d.Run(ctx); err != nil {
 		return err
 	}
@@ -203,6 +195,24 @@ func run(ctx context.Context, cfg *config) error {
 		return err
 	}
 	return nil
+}
+
+// register registers the driver with kubelet when --plugin-registration-dir
+// asks, in the background until ctx ends (a failure cancels ctx), and
+// returns the health check of the registration: a refused or missing
+// registration fails /healthz.
+func register(ctx context.Context, cfg *config, cancel context.CancelCauseFunc) []driver.HealthCheck {
+	if cfg.registration.Dir == "" {
+		return nil
+	}
+	cfg.registration.DriverName = cfg.driver.DriverName
+	status := &registration.Status{}
+	go func() {
+		if err := registration.Serve(ctx, cfg.registration, status); err != nil {
+			cancel(err)
+		}
+	}()
+	return []driver.HealthCheck{status.Check}
 }
 
 // serveHealth serves h on addr until the returned func is called.
@@ -273,10 +283,12 @@ func connect(ctx context.Context, cfg *config, deps *driver.Deps) (*deferredClus
 		return nil, err
 	}
 	// The socket serves before the API server answers (start-up must not
-	// wait for it, nor fail when it is down): see deferredCluster.
+	// wait for it, nor fail when it is down): see deferredCluster. The
+	// metrics, when on, hear the Secret sync's writes.
+	writes, _ := deps.Metrics.(secretsync.WriteObserver)
 	cl := connectInBackground(ctx, cluster.Config{
 		Rest: rc, Node: cfg.driver.NodeID, DriverName: cfg.driver.DriverName, SyncSecrets: cfg.syncSecrets,
-	})
+	}, writes)
 	deps.Cluster = cl
 	deps.Classes = cl
 	if cfg.classPaths != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,7 +59,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{
 		"--state-dir=" + dir, "--class-path=" + dir, "--provider-dir=" + dir,
-		"--endpoint=unix://" + filepath.Join(dir, "csi.sock"),
+		"--endpoint=unix://" + filepath.Join(dir, "csi.sock"), "--metrics-addr=",
 	})
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, cfg) }()
@@ -117,7 +118,8 @@ func TestAPIRateLimits(t *testing.T) {
 }
 
 // TestServesWhileAPIServerUnreachable: a driver whose API server does not
-// answer serves kubelet at once (an unpublish works), reports not ready,
+// answer serves kubelet at once (an unpublish works), reports not ready
+// (Probe and /readyz; /healthz says it is alive),
 // and a publish that needs a class fails within its deadline naming why,
 // instead of the driver exiting or never serving.
 func TestServesWhileAPIServerUnreachable(t *testing.T) {
@@ -138,9 +140,11 @@ func TestServesWhileAPIServerUnreachable(t *testing.T) {
 	}
 	kubelet := filepath.Join(dir, "kubelet")
 	sock := filepath.Join(dir, "csi.sock")
+	metricsAddr := freeLoopbackAddr(t)
 	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{
 		"--state-dir=" + filepath.Join(dir, "state"), "--provider-dir=" + dir, "--additional-provider-dirs=",
 		"--kubelet-root-dir=" + kubelet, "--kubeconfig=" + kubeconfig, "--endpoint=unix://" + sock,
+		"--metrics-addr=" + metricsAddr,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -164,6 +168,12 @@ func TestServesWhileAPIServerUnreachable(t *testing.T) {
 	}
 	if resp.GetReady().GetValue() {
 		t.Errorf("Probe: ready without an API server")
+	}
+	if code, _ := httpGet(t, metricsAddr, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz without an API server: %d, want 503", code)
+	}
+	if code, _ := httpGet(t, metricsAddr, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while waiting for the API server: %d, want 200 (alive)", code)
 	}
 	node := csi.NewNodeClient(conn)
 	uid := "9b2f3c1e-0000-4000-8000-000000000001"

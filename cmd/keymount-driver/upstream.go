@@ -34,8 +34,6 @@ type upstream struct {
 // with why. They are accepted, so upstream's manifests start, and each is
 // logged once when given.
 var ignoredUpstreamFlags = map[string]ignoredflags.Flag{
-	"metrics-addr": {Usage: "upstream: address of the Prometheus metrics endpoint",
-		Why: "keymount serves no metrics endpoint yet"},
 	"provider-health-check": {Usage: "upstream: probe provider sockets periodically",
 		Why: "keymount's /readyz checks provider sockets on every probe", Bool: true},
 	"provider-health-check-interval": {Usage: "upstream: interval of the provider health check",

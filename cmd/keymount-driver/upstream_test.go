@@ -45,7 +45,8 @@ func TestUpstreamFlagsParse(t *testing.T) {
 	if cfg.driver.NodeID != "node-1" || cfg.driver.DriverName != "secrets-store.csi.k8s.io" ||
 		cfg.driver.ProviderDir != "/var/run/secrets-store-csi-providers" ||
 		cfg.additionalDirs != "/etc/kubernetes/secrets-store-csi-providers" || cfg.providerMaxRecv != 8<<20 ||
-		cfg.driver.Endpoint != "unix:///csi/csi.sock" || cfg.rotation.Enabled || cfg.rotation.Interval != 2*time.Minute {
+		cfg.driver.Endpoint != "unix:///csi/csi.sock" || cfg.rotation.Enabled || cfg.rotation.Interval != 2*time.Minute ||
+		cfg.metricsAddr != ":8095" {
 		t.Errorf("upstream flags mapped to %+v", cfg)
 	}
 	var ignored []string
@@ -53,7 +54,7 @@ func TestUpstreamFlagsParse(t *testing.T) {
 		ignored = append(ignored, name)
 	}
 	slices.Sort(ignored)
-	want := []string{"metrics-addr", "provider-health-check", "provider-health-check-interval"}
+	want := []string{"provider-health-check", "provider-health-check-interval"}
 	if !slices.Equal(ignored, want) {
 		t.Errorf("ignored flags recorded: %v, want %v", ignored, want)
 	}

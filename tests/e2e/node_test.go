@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +57,7 @@ type node struct {
 	extraProviderDir string // the driver's --additional-provider-dirs
 	stateDir         string
 	socket           string
+	metricsAddr      string // the driver's --metrics-addr, on 127.0.0.1
 	driverLog        string
 	providerLog      string
 
@@ -114,6 +117,10 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 		t.Fatal(err)
 	}
 	name := nodeName(t)
+	metricsPort, err := freeLoopbackPort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	logDir, err := suiteLogs.dir(name)
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +135,7 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 		extraProviderDir: filepath.Join(dir, "etc-providers"),
 		stateDir:         filepath.Join(dir, "state"),
 		socket:           filepath.Join(dir, "csi.sock"),
+		metricsAddr:      net.JoinHostPort("127.0.0.1", strconv.Itoa(metricsPort)),
 		driverLog:        filepath.Join(logDir, "driver.log"),
 		providerLog:      filepath.Join(logDir, "provider.log"),
 	}
@@ -178,6 +186,7 @@ func keymountDriverArgs(n *node, kubeconfig string) []string {
 		"--kubelet-root-dir=" + n.kubeletRoot,
 		"--tmpfs-size=4Mi",
 		"--kubeconfig=" + kubeconfig,
+		"--metrics-addr=" + n.metricsAddr,
 		// Every republish refreshes: the tests change objects and
 		// republish at once. Not-due republishes are tested apart.
 		"--enable-secret-rotation", "--rotation-poll-interval=0s",
@@ -195,7 +204,7 @@ func upstreamDriverArgs(n *node, kubeconfig string) []string {
 		"--nodeid=" + n.name,
 		"--provider-volume=" + n.providerDir,
 		"--additional-provider-volume-paths=" + n.extraProviderDir,
-		"--metrics-addr=:8095",
+		"--metrics-addr=" + n.metricsAddr, // upstream's :8095, on loopback
 		"--enable-secret-rotation=false",
 		"--rotation-poll-interval=2m",
 		"--provider-health-check=false",

@@ -106,7 +106,7 @@ func (b *binNode) driverArgs() []string {
 		"--additional-provider-dirs=", "--state-dir=" + b.stateDir, "--kubelet-root-dir=" + b.kubeletRoot,
 		// Every republish refreshes: the crash tests republish to write.
 		"--enable-secret-rotation", "--rotation-poll-interval=0s",
-		"--node-id=hostile-node", "-v=2",
+		"--node-id=hostile-node", "-v=2", "--metrics-addr=",
 	}
 }
 

@@ -63,6 +63,7 @@ func (n *Node) StartDriver(tb testing.TB) {
 		"--kubeconfig="+n.driverKubeconfig,
 		"--sync-secrets",
 		"--tmpfs-size=4Mi",
+		"--metrics-addr="+net.JoinHostPort("127.0.0.1", fmt.Sprint(freePort(tb))),
 		// kubelet's every republish refreshes (the tier waits for
 		// kubelet's own republish to carry a change).
 		"--enable-secret-rotation", "--rotation-poll-interval=0s",
