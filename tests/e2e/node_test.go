@@ -187,9 +187,11 @@ func keymountDriverArgs(n *node, kubeconfig string) []string {
 		"--tmpfs-size=4Mi",
 		"--kubeconfig=" + kubeconfig,
 		"--metrics-addr=" + n.metricsAddr,
-		// Every republish refreshes: the tests change objects and
-		// republish at once. Not-due republishes are tested apart.
+		// Every republish refreshes, also right after a failed one: the
+		// tests change objects and republish at once. Not-due republishes
+		// and the backoff of failures are tested apart (rotation_test.go).
 		"--enable-secret-rotation", "--rotation-poll-interval=0s",
+		"--rotation-backoff-initial=1ms", "--rotation-backoff-max=1ms",
 		logVerbosity,
 	}
 }
