@@ -61,7 +61,7 @@ type config struct {
 	kubeconfig      string
 	kubeQPS         float64
 	kubeBurst       int
-	syncSecrets     bool
+	syncSecrets     syncMode
 	healthAddr      string
 	metricsAddr     string
 	inflightBytes   string
@@ -118,7 +118,8 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty: in-cluster config when running in a pod")
 	fs.Float64Var(&cfg.kubeQPS, "kube-api-qps", defaultKubeQPS, "API server requests a second, sustained, of each client (pod statuses, synced Secrets, events)")
 	fs.IntVar(&cfg.kubeBurst, "kube-api-burst", defaultKubeBurst, "API server requests allowed at once above --kube-api-qps: the writes of that many pods starting together never wait")
-	fs.BoolVar(&cfg.syncSecrets, "sync-secrets", false, "mirror secretObjects into Kubernetes Secrets (needs RBAC to write Secrets)")
+	cfg.syncSecrets = syncAuto
+	fs.Var(&cfg.syncSecrets, "sync-secrets", "mirror secretObjects into Kubernetes Secrets: true, false, or auto (the default): on when the driver's RBAC lets it list, watch, create and patch Secrets, as upstream syncs whenever its chart granted them (syncSecret.enabled)")
 	cfg.upstream = addUpstreamFlags(fs, cfg)
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
 	cfg.driver.Version = version
@@ -272,7 +273,7 @@ func connect(ctx context.Context, cfg *config, deps *driver.Deps) (*deferredClus
 		if cfg.classPaths == "" {
 			return nil, errors.New("no API server and no --class-path: set --kubeconfig, run in a cluster, or name class files with --class-path")
 		}
-		if cfg.syncSecrets {
+		if cfg.syncSecrets == syncOn {
 			return nil, errors.New("--sync-secrets needs an API server: set --kubeconfig or run in a cluster")
 		}
 		deps.Classes = &class.FileResolver{Paths: splitList(cfg.classPaths)}
@@ -287,7 +288,8 @@ func connect(ctx context.Context, cfg *config, deps *driver.Deps) (*deferredClus
 	// metrics, when on, hear the Secret sync's writes.
 	writes, _ := deps.Metrics.(secretsync.WriteObserver)
 	cl := connectInBackground(ctx, cluster.Config{
-		Rest: rc, Node: cfg.driver.NodeID, DriverName: cfg.driver.DriverName, SyncSecrets: cfg.syncSecrets,
+		Rest: rc, Node: cfg.driver.NodeID, DriverName: cfg.driver.DriverName,
+		SyncSecrets: cfg.syncSecrets == syncOn, SyncSecretsAuto: cfg.syncSecrets == syncAuto,
 	}, writes)
 	deps.Cluster = cl
 	deps.Classes = cl

@@ -205,3 +205,25 @@ func TestServesWhileAPIServerUnreachable(t *testing.T) {
 		t.Errorf("NodePublishVolume: %v, want Unavailable naming the class it could not read", err)
 	}
 }
+
+func TestSyncSecretsFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want syncMode
+	}{
+		{nil, syncAuto},
+		{[]string{"--sync-secrets"}, syncOn},
+		{[]string{"--sync-secrets=true"}, syncOn},
+		{[]string{"--sync-secrets=false"}, syncOff},
+		{[]string{"--sync-secrets=auto"}, syncAuto},
+		{[]string{"--sync-secrets=AUTO"}, syncAuto},
+	} {
+		if got := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), tc.args).syncSecrets; got != tc.want {
+			t.Errorf("%v: sync-secrets %q, want %q", tc.args, got, tc.want)
+		}
+	}
+	var m syncMode
+	if err := m.Set("maybe"); err == nil || !strings.Contains(err.Error(), "true, false or auto") {
+		t.Errorf("Set(maybe) = %v, want an error naming the values", err)
+	}
+}

@@ -35,6 +35,9 @@ type Config struct {
 	DriverName string
 	// SyncSecrets turns on secretObjects sync (and the Secret watch).
 	SyncSecrets bool
+	// SyncSecretsAuto sets SyncSecrets, at Start, to whether the driver's
+	// RBAC lets it list, watch, create and patch Secrets.
+	SyncSecretsAuto bool
 	// DiagnoseAfter is how long the caches may take to sync before each
 	// diagnosis of what keeps them from syncing (a missing RBAC rule, an
 	// API server that does not answer) is logged; 30s when zero.
@@ -75,6 +78,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	live, err := kube.NewAPI(cfg.Rest)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the API server: %w", err)
+	}
+	if err := decideSync(ctx, &cfg); err != nil {
+		return nil, err
 	}
 	cl := &Cluster{live: live}
 	c, err := startCache(ctx, cfg)

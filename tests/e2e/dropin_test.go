@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,21 +21,29 @@ import (
 )
 
 // TestDriverWithUpstreamFlags: the driver started with exactly the
-// arguments upstream's manifests render publishes a pod's volume, reports
-// its status, says once which flags it ignores, and keeps upstream's meaning
-// of --enable-secret-rotation=false: a republish refreshes nothing.
+// arguments upstream's manifests render (plus the node's paths and API
+// credentials) publishes a pod's volume, reports its status, syncs its
+// secretObjects as upstream does when its chart granted the Secret rules
+// (no keymount flag asked for it), says once which flags it ignores, and
+// keeps upstream's meaning of --enable-secret-rotation=false: a republish
+// refreshes nothing.
 func TestDriverWithUpstreamFlags(t *testing.T) {
 	n := startNode(t, nodeOptions{upstreamFlags: true})
+	if slices.ContainsFunc(n.driverArgs, func(a string) bool { return strings.HasPrefix(a, "--sync-secrets") }) {
+		t.Fatalf("the driver runs with %q: upstream has no such flag", n.driverArgs)
+	}
 	ns := n.newNamespace(t)
 	content := []byte("up-" + randomHex(6))
 	n.writeObject(t, "flags/key", content)
-	spc := n.createClass(t, ns, "flags", "local", []object{{name: "flags/key", alias: "key"}})
+	spc := n.createClass(t, ns, "flags", "local", []object{{name: "flags/key", alias: "key"}},
+		&secretsstorev1.SecretObject{SecretName: "flags", Type: "Opaque", Data: []*secretsstorev1.SecretObjectData{{ObjectName: "key", Key: "key"}}})
 	pod := n.createPod(t, ns, "app", secretsVolume{name: "secrets", class: "flags"})
 	n.mustPublish(t, pod, "secrets")
 	if got := readFile(t, n.targetPath(pod, "secrets"), "key"); got != string(content) {
 		t.Errorf("key = %q", got)
 	}
-	n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"flags/key": content}})
+	n.checkPodStatus(t, pod, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"flags/key": content}, synced: metav1.ConditionTrue})
+	n.s.waitForSecret(t, ns, "flags", syncedMeta("flags", pod), hasData(map[string][]byte{"key": content}))
 	log, err := os.ReadFile(n.driverLog)
 	if err != nil {
 		t.Fatal(err)

@@ -166,7 +166,9 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 	} else {
 		n.driverArgs = keymountDriverArgs(n, kubeconfig)
 	}
-	if !opts.noSync {
+	if !opts.noSync && !opts.upstreamFlags {
+		// With upstream's flags sync is auto, as upstream: on, since this
+		// driver's RBAC has the secret-sync rules.
 		n.driverArgs = append(n.driverArgs, "--sync-secrets")
 	}
 	n.driverArgs = append(n.driverArgs, opts.driverFlags...)
