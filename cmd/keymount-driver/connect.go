@@ -42,7 +42,7 @@ var (
 // handleTriggers hands the cluster's refresh triggers to h once connected.
 func (d *deferredCluster) handleTriggers(h cluster.TriggerHandler, node rotation.NodeDefaults) {
 	go func() {
-		cl, err := d.connected(d.ctx)
+		cl, err := d.await()
 		if err != nil {
 			return
 		}
@@ -99,17 +99,41 @@ func connectInBackground(ctx context.Context, cfg cluster.Config, writes secrets
 	return d
 }
 
-// connected returns the cluster once connected, or an error when ctx ends
-// first.
+// await returns the cluster once connected, however long that takes, or
+// an error when the driver stops first.
+func (d *deferredCluster) await() (*cluster.Cluster, error) {
+	select {
+	case <-d.ready:
+		return d.cl, nil
+	case <-d.ctx.Done():
+		return nil, errNotConnected
+	}
+}
+
+// connectWait bounds how long a call that needs the API server waits for
+// the connection: the caller gets Unavailable (and retries) before its own
+// deadline, never a DeadlineExceeded that says nothing of why.
+const connectWait = 5 * time.Second
+
+// connected returns the cluster once connected, or an error when it is not
+// within connectWait, half of what is left of ctx, or ctx ends first.
 func (d *deferredCluster) connected(ctx context.Context) (*cluster.Cluster, error) {
 	select {
 	case <-d.ready:
 		return d.cl, nil
 	default:
 	}
+	wait := connectWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)/2)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
 	select {
 	case <-d.ready:
 		return d.cl, nil
+	case <-t.C:
+		return nil, fmt.Errorf("%w (waited %s)", errNotConnected, wait.Round(time.Millisecond))
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %w", errNotConnected, context.Cause(ctx))
 	case <-d.ctx.Done():
@@ -124,7 +148,7 @@ func (d *deferredCluster) Notify(o *driver.Outcome) {
 		d.cl.Notify(o)
 	default:
 		go func() {
-			if cl, err := d.connected(d.ctx); err == nil {
+			if cl, err := d.await(); err == nil {
 				cl.Notify(o)
 			}
 		}()
