@@ -22,7 +22,9 @@ import (
 const regionLabel = "topology.kubernetes.io/region"
 
 // TestAWSProviderNodeRegion: keymount-provider-aws started as the existing
-// provider's manifests start it (no --region, no AWS_REGION, no NODE_NAME)
+// provider's manifests start it (its flags --provider-volume,
+// --driver-writes-secrets, --qps, --burst, --eks-addon-version and
+// --pod-identity-http-timeout; no --region, no AWS_REGION, no NODE_NAME)
 // mounts a class without a region from the region of the pod's node, read
 // through the real API server with the provider's RBAC (get pods, nodes).
 // A node without the label fails the first publish with FailedPrecondition
@@ -62,7 +64,10 @@ func TestAWSProviderNodeRegion(t *testing.T) {
 		}
 	})
 
-	runAWSProvider(t, n, logDir, kubeconfig, endpoint, "")
+	// The existing AWS provider's DaemonSet flags, under their names.
+	runAWSProvider(t, n, logDir, kubeconfig, endpoint, "",
+		"--provider-volume="+n.providerDir, "--driver-writes-secrets=false", "--qps=5", "--burst=10",
+		"--eks-addon-version=v1.0.0-eksbuild.1", "--pod-identity-http-timeout=100ms")
 	ns := s.irsaNamespace(t, n)
 	spc := &secretsstorev1.SecretProviderClass{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "aws-noregion"},

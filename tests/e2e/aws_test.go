@@ -220,10 +220,10 @@ func awsProviderKubeconfig(t *testing.T, s *suite) string {
 
 // runAWSProvider starts keymount-provider-aws (startAWSProvider) with its log
 // in logDir, and stops it and checks its log when the test ends.
-func runAWSProvider(t *testing.T, n *node, logDir, kubeconfig, endpoint, region string) {
+func runAWSProvider(t *testing.T, n *node, logDir, kubeconfig, endpoint, region string, extraArgs ...string) {
 	t.Helper()
 	providerLog := filepath.Join(logDir, "provider-aws.log")
-	provider := startAWSProvider(t, n, providerLog, kubeconfig, endpoint, region)
+	provider := startAWSProvider(t, n, providerLog, kubeconfig, endpoint, region, extraArgs...)
 	t.Cleanup(func() {
 		if err := provider.stop(); err != nil {
 			t.Errorf("stopping keymount-provider-aws: %v", err)
@@ -251,8 +251,8 @@ func (s *suite) irsaNamespace(t *testing.T, n *node) string {
 // startAWSProvider builds and starts keymount-provider-aws for the node's
 // driver, every AWS endpoint at moto, and waits for its socket. region is
 // its --region and AWS_REGION; "" starts it with neither, so that classes
-// without a region take their node's.
-func startAWSProvider(t *testing.T, n *node, logPath, kubeconfig, endpoint, region string) *process {
+// without a region take their node's. extraArgs are added.
+func startAWSProvider(t *testing.T, n *node, logPath, kubeconfig, endpoint, region string, extraArgs ...string) *process {
 	t.Helper()
 	bin := buildAWSProvider(t, n.s.repo)
 	env := slices.DeleteFunc(awsEnv(endpoint), func(e string) bool { return strings.HasPrefix(e, "AWS_REGION=") })
@@ -262,6 +262,7 @@ func startAWSProvider(t *testing.T, n *node, logPath, kubeconfig, endpoint, regi
 		env = append(env, "AWS_REGION="+region)
 		args = append(args, "--region="+region)
 	}
+	args = append(args, extraArgs...)
 	p, err := startEnvProcess("keymount-provider-aws", logPath, bin, env, args...)
 	if err != nil {
 		t.Fatal(err)
