@@ -17,7 +17,9 @@ import (
 )
 
 // containerdConfig is containerd 1.6's configuration (version 2) for the
-// node: everything under the node's root, the CRI plugin with runc through
+// node: everything under the node's root (runc's state too), except the
+// shims' sockets, which containerd 1.6 always puts in shimSocketDir (see
+// Node.leftoverShimSockets); the CRI plugin with runc through
 // cgroupfs, the probe image as the sandbox image, AppArmor off, and
 // restrict_oom_score_adj, without which runc fails every sandbox on VMs
 // lacking CAP_SYS_RESOURCE ("can't get final child's PID from pipe"). The
@@ -51,6 +53,7 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.snapshot
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         BinaryName = %[7]q
+        Root = %[10]q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[8]q
     conf_dir = %[9]q
@@ -66,8 +69,35 @@ func (n *Node) containerdSocket() string {
 	return filepath.Join(n.Root, "containerd", "containerd.sock")
 }
 
+// shimSocketDir is where containerd 1.6 puts its shims' sockets, whatever
+// its configured state directory.
+const shimSocketDir = "/run/containerd/s"
+
+// shimSockets lists the entries of shimSocketDir.
+func shimSockets() map[string]bool {
+	out := map[string]bool{}
+	entries, _ := os.ReadDir(shimSocketDir) // none: no shim ever ran here
+	for _, e := range entries {
+		out[e.Name()] = true
+	}
+	return out
+}
+
+// leftoverShimSockets lists the shim sockets that appeared while the node
+// ran and are still there.
+func (n *Node) leftoverShimSockets() []string {
+	var out []string
+	for name := range shimSockets() {
+		if !n.shimSocketsBefore[name] {
+			out = append(out, "shim socket "+filepath.Join(shimSocketDir, name))
+		}
+	}
+	return out
+}
+
 func (n *Node) startContainerd(tb testing.TB) {
 	tb.Helper()
+	n.shimSocketsBefore = shimSockets()
 	dir := mkdir(tb, n.Root, "containerd")
 	cniConf := mkdir(tb, n.Root, "cni")
 	if err := os.WriteFile(filepath.Join(cniConf, "10-loopback.conflist"), []byte(loopbackCNI), 0o644); err != nil { //nolint:gosec // G306: a network config, not secret
@@ -75,7 +105,8 @@ func (n *Node) startContainerd(tb testing.TB) {
 	}
 	cfg := fmt.Sprintf(containerdConfig,
 		filepath.Join(dir, "root"), filepath.Join(dir, "state"), n.containerdSocket(), filepath.Join(dir, "ttrpc.sock"),
-		filepath.Join(dir, "opt"), Image, filepath.Join(n.assets, "runc"), filepath.Join(n.assets, "cni"), cniConf)
+		filepath.Join(dir, "opt"), Image, filepath.Join(n.assets, "runc"), filepath.Join(n.assets, "cni"), cniConf,
+		filepath.Join(dir, "runc"))
 	cfgPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		tb.Fatalf("nodeenv: %v", err)

@@ -62,6 +62,9 @@ type Options struct {
 type Node struct {
 	// Name is the Node object's name and the driver's node ID.
 	Name string
+	// shimSocketsBefore are the shim sockets there before containerd
+	// started (another containerd's): not the node's.
+	shimSocketsBefore map[string]bool
 	// Root is the temporary root everything of the node lives under.
 	Root string
 	// KubeletRoot is kubelet's --root-dir (and the driver's
@@ -128,7 +131,7 @@ func Start(tb testing.TB, opts Options) *Node {
 				tb.Errorf("nodeenv: %v", err)
 			}
 		}
-		if left := Leftovers(n.Root, n.CgroupRoot); len(left) > 0 {
+		if left := append(Leftovers(n.Root, n.CgroupRoot), n.leftoverShimSockets()...); len(left) > 0 {
 			tb.Errorf("nodeenv: the node left %s", strings.Join(left, "; "))
 			return
 		}
