@@ -91,7 +91,9 @@ func startClusterNodeWith(b *testing.B, driverBin, providerBin string, pprof boo
 		b.Fatalf("create the class: %v", err)
 	}
 	ds := daemonSetContainer(b)
-	args := append(append([]string{"--kubeconfig=" + kubeconfig}, memoryArgs(ds)...), extraArgs...)
+	// Sync off, as the shipped DaemonSet without the secret-sync
+	// component: the benchmark's administrator could sync (auto would).
+	args := append(append([]string{"--kubeconfig=" + kubeconfig, "--sync-secrets=false"}, memoryArgs(ds)...), extraArgs...)
 	n := &clusterNode{env: env, kube: kube, ctrl: ctrl}
 	if pprof {
 		port := freePort(b)
