@@ -32,7 +32,12 @@ BENCH_PKGS ?= ./driver/... ./provider/... ./tests/bench/...
 BENCH ?= .
 BENCHTIME ?=
 
-IMAGE ?= keymount:dev
+# VERSION is stamped into the binaries (--version, GetPluginInfo, `keymount
+# version`) and the image tags.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# REGISTRY is where a release publishes the images (see hack/image).
+REGISTRY ?= ghcr.io/keymount
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 
 KEYMOUNT_CACHE ?= $(HOME)/.cache/keymount
 TOOLS_BIN := $(KEYMOUNT_CACHE)/bin
@@ -82,7 +87,7 @@ help: ## Show this list of targets
 	@echo
 	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z0-9_.-]+:[^#]*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo
-	@echo 'Variables: FUZZTIME=$(FUZZTIME) BENCH_PKGS="$(BENCH_PKGS)" IMAGE=$(IMAGE)'
+	@echo 'Variables: FUZZTIME=$(FUZZTIME) BENCH_PKGS="$(BENCH_PKGS)" VERSION=$(VERSION) REGISTRY=$(REGISTRY)'
 	@echo '           KEYMOUNT_CACHE=$(KEYMOUNT_CACHE) (pinned tools live in its bin/, the test control plane in its k8s/)'
 
 # ------------------------------------------------------------------ build
@@ -90,12 +95,12 @@ help: ## Show this list of targets
 .PHONY: build
 build: ## Build the binaries (static, -trimpath) into ./bin/
 	@mkdir -p $(BIN_DIR)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/ $(addprefix ./cmd/,$(BINARIES))
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-X main.version=$(VERSION)' -o $(BIN_DIR)/ $(addprefix ./cmd/,$(BINARIES))
 
 # ------------------------------------------------------------------- test
 
 .PHONY: test
-test: require-root verify lint k8s-env ## Everything CI runs: verify, lint, the control plane, then go test -race of every package (needs root)
+test: require-root verify lint k8s-env image ## Everything CI runs: verify, lint, the control plane, the images, then go test -race of every package (needs root)
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./...
 
 .PHONY: test-unit
@@ -262,8 +267,9 @@ demo: build ## Build, then run the local demo (hack/demo.sh)
 	bash hack/demo.sh
 
 .PHONY: image
-image: ## Build the container image (IMAGE, default keymount:dev) with docker
-	docker build -t $(IMAGE) .
+image: ## Build the OCI images of the driver and the providers without a container engine (bin/images; VERSION, REGISTRY, IMAGE_PLATFORMS)
+	@test -f /etc/ssl/certs/ca-certificates.crt || bash hack/install-deps.sh update-ca-certificates=ca-certificates
+	$(GO) run ./hack/image -out $(BIN_DIR)/images -version '$(VERSION)' -registry '$(REGISTRY)' -platforms '$(IMAGE_PLATFORMS)' -go '$(GO)'
 
 .PHONY: clean
 clean: ## Remove build and coverage output (the tool cache is kept)

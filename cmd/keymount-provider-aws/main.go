@@ -31,14 +31,16 @@ var version = "dev"
 
 // config is every flag of the binary.
 type config struct {
-	server     server.Config
-	region     string
-	nodeName   string
-	kubeconfig string
-	endpoint   string
-	stsURL     string
-	freshness  time.Duration
-	saTTL      time.Duration
+	// printVersion is --version: print the version and exit.
+	printVersion bool
+	server       server.Config
+	region       string
+	nodeName     string
+	kubeconfig   string
+	endpoint     string
+	stsURL       string
+	freshness    time.Duration
+	saTTL        time.Duration
 
 	podIdentityTimeout time.Duration
 	enablePprof        bool
@@ -48,6 +50,10 @@ type config struct {
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	if cfg.printVersion {
+		fmt.Println("keymount-provider-aws " + version)
+		return
+	}
 	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
 	cfg.upstream.ignored.Log()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -76,6 +82,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.BoolVar(&cfg.enablePprof, "enable-pprof", false, "serve Go's pprof handlers on 127.0.0.1:--pprof-port (as keymount-driver's flag)")
 	fs.IntVar(&cfg.pprofPort, "pprof-port", 6066, "port of the pprof endpoint on 127.0.0.1")
 	cfg.upstream = addUpstreamFlags(fs, cfg)
+	fs.BoolVar(&cfg.printVersion, "version", false, "print the version and exit")
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
 	cfg.server.Version = version
 	return cfg

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,12 +24,18 @@ var version = "dev"
 
 // config is every flag of the binary.
 type config struct {
-	server server.Config
-	root   string
+	// printVersion is --version: print the version and exit.
+	printVersion bool
+	server       server.Config
+	root         string
 }
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	if cfg.printVersion {
+		fmt.Println("keymount-provider-local " + version)
+		return
+	}
 	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cfg)
@@ -47,6 +54,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.root, "root", "", "directory whose files the provider serves (required)")
 	fs.StringVar(&cfg.server.SocketDir, "provider-dir", "/var/run/secrets-store-csi-providers", "directory of provider sockets the driver searches")
 	fs.StringVar(&cfg.server.Name, "name", "local", "provider name, as in SecretProviderClass spec.provider; the socket is <provider-dir>/<name>.sock")
+	fs.BoolVar(&cfg.printVersion, "version", false, "print the version and exit")
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
 	cfg.server.Version = version
 	return cfg

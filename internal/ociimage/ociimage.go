@@ -44,7 +44,8 @@ type Spec struct {
 	Entrypoint, Cmd []string
 	// User is "uid[:gid]"; empty runs as the runtime's default (root).
 	User string
-	// Env is extra environment, "KEY=value".
+	// Env is extra environment, "KEY=value"; PATH is "/" unless it sets
+	// one.
 	Env []string
 	// Labels of the image config.
 	Labels map[string]string
@@ -86,7 +87,10 @@ func Build(spec Spec) (v1.Image, error) {
 	cfg.Config.Entrypoint = slices.Clone(spec.Entrypoint)
 	cfg.Config.Cmd = slices.Clone(spec.Cmd)
 	cfg.Config.User = spec.User
-	cfg.Config.Env = append([]string{"PATH=/"}, spec.Env...)
+	cfg.Config.Env = slices.Clone(spec.Env)
+	if !slices.ContainsFunc(spec.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
+		cfg.Config.Env = append([]string{"PATH=/"}, spec.Env...)
+	}
 	cfg.Config.Labels = spec.Labels
 	img, err = mutate.ConfigFile(img, cfg)
 	if err != nil {

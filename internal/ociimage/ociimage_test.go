@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
@@ -105,5 +107,65 @@ func TestBuildRejects(t *testing.T) {
 	}
 	if err := ociimage.WriteArchive(filepath.Join(t.TempDir(), "x.tar"), "Not A Ref", nil); err == nil {
 		t.Error("bad reference: no error")
+	}
+}
+
+// TestIndexLayout: two platforms' images become one index in an OCI
+// layout, each findable by its platform, the index named by ref.
+func TestIndexLayout(t *testing.T) {
+	var imgs []v1.Image
+	for _, arch := range []string{"amd64", "arm64"} {
+		img, err := ociimage.Build(ociimage.Spec{OS: "linux", Architecture: arch, Files: []ociimage.File{{Path: "/usr/local/bin/x", Mode: 0o755, Data: []byte(arch)}},
+			Entrypoint: []string{"/usr/local/bin/x"}, Env: []string{"PATH=/usr/local/bin"}, User: "65532:65532"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		imgs = append(imgs, img)
+	}
+	idx, err := ociimage.Index(imgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := ociimage.WriteLayout(dir, "ghcr.io/keymount/x:v1", idx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := p.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := root.IndexManifest()
+	if err != nil || len(rm.Manifests) != 1 || rm.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "ghcr.io/keymount/x:v1" {
+		t.Fatalf("layout index = %+v, %v; want one index named ghcr.io/keymount/x:v1", rm, err)
+	}
+	inner, err := root.ImageIndex(rm.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := inner.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, d := range im.Manifests {
+		got[d.Platform.OS+"/"+d.Platform.Architecture] = true
+		img, err := inner.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Architecture != d.Platform.Architecture || cfg.Config.User != "65532:65532" || !slices.Equal(cfg.Config.Env, []string{"PATH=/usr/local/bin"}) {
+			t.Errorf("%s image config: arch %s user %q env %q", d.Platform.Architecture, cfg.Architecture, cfg.Config.User, cfg.Config.Env)
+		}
+	}
+	if !got["linux/amd64"] || !got["linux/arm64"] || len(got) != 2 {
+		t.Errorf("platforms %v, want linux/amd64 and linux/arm64", got)
 	}
 }

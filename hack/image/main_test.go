@@ -1,0 +1,109 @@
+package main
+
+import (
+	"archive/tar"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// TestImages builds the images for the host's platform into a temporary
+// directory, as `make image` does, and reads them back: each is an index of
+// that platform, named <registry>/<name>:<version>; the providers run as
+// 65532, the driver as root; the binaries sit in /usr/local/bin and report
+// the version (the build checks that); the AWS provider carries the CA
+// certificates; the host's image archive loads.
+func TestImages(t *testing.T) {
+	out := t.TempDir()
+	const version = "v0.0.0-test+abc"
+	cmd := exec.Command("go", "run", "./hack/image", "-out", out, "-version", version, "-registry", "registry.example/km",
+		"-platforms", "linux/"+runtime.GOARCH)
+	cmd.Dir = "../.." // the module root, as make runs it
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the images: %v\n%s", err, b)
+	}
+	for _, im := range images {
+		p, err := layout.FromPath(filepath.Join(out, im.name))
+		if err != nil {
+			t.Fatalf("%s: %v", im.name, err)
+		}
+		root, err := p.ImageIndex()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rm, err := root.IndexManifest()
+		if err != nil || len(rm.Manifests) != 1 {
+			t.Fatalf("%s: layout index %+v, %v", im.name, rm, err)
+		}
+		if ref := rm.Manifests[0].Annotations["org.opencontainers.image.ref.name"]; ref != "registry.example/km/"+im.name+":v0.0.0-test-abc" {
+			t.Errorf("%s: named %q", im.name, ref)
+		}
+		idx, err := root.ImageIndex(rm.Manifests[0].Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		im2, err := idx.IndexManifest()
+		if err != nil || len(im2.Manifests) != 1 || im2.Manifests[0].Platform.Architecture != runtime.GOARCH {
+			t.Fatalf("%s: platforms %+v, %v", im.name, im2, err)
+		}
+		img, err := idx.Image(im2.Manifests[0].Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Config.User != im.user || cfg.Config.Labels["org.opencontainers.image.version"] != version ||
+			!slices.Equal(cfg.Config.Entrypoint, []string{"/usr/local/bin/" + im.bins[0]}) {
+			t.Errorf("%s: user %q, version label %q, entrypoint %q", im.name, cfg.Config.User,
+				cfg.Config.Labels["org.opencontainers.image.version"], cfg.Config.Entrypoint)
+		}
+		if strings.HasPrefix(im.name, "keymount-provider") && (cfg.Config.User == "" || strings.HasPrefix(cfg.Config.User, "0")) {
+			t.Errorf("%s runs as root", im.name)
+		}
+		files := layerFiles(t, img)
+		for _, b := range im.bins {
+			if !files["usr/local/bin/"+b] {
+				t.Errorf("%s: no /usr/local/bin/%s in %v", im.name, b, files)
+			}
+		}
+		if im.ca != files["etc/ssl/certs/ca-certificates.crt"] {
+			t.Errorf("%s: CA certificates present %v, want %v", im.name, files["etc/ssl/certs/ca-certificates.crt"], im.ca)
+		}
+		if _, err := tarball.ImageFromPath(filepath.Join(out, im.name+"-"+runtime.GOARCH+".tar"), nil); err != nil {
+			t.Errorf("%s: the host's image archive: %v", im.name, err)
+		}
+	}
+}
+
+// layerFiles lists the regular files of the image's filesystem.
+func layerFiles(t *testing.T, img v1.Image) map[string]bool {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer func() { _ = rc.Close() }()
+	tr := tar.NewReader(rc)
+	files := map[string]bool{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			files[h.Name] = true
+		}
+	}
+}
