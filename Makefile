@@ -101,10 +101,10 @@ build: ## Build the binaries (static, -trimpath) into ./bin/
 
 .PHONY: test
 test: require-root verify lint k8s-env image ## Everything CI runs: verify, lint, the control plane, the images, then go test -race of every package (needs root)
-	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration ./...
 
 .PHONY: test-unit
-test-unit: require-root ## Unit tests only: go test -race of every package outside tests/ (needs root)
+test-unit: require-root ## Unit tests only: every package outside tests/, without the tests tagged integration (no control plane; needs root for the tmpfs tests)
 	GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) $$($(GO) list ./... | grep -v '^github.com/keymount/keymount/tests/')
 
 .PHONY: test-sanity
@@ -113,8 +113,8 @@ test-sanity: require-root ## CSI conformance: csi-sanity against the driver over
 	GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./tests/sanity/...
 
 .PHONY: test-integration
-test-integration: k8s-env ## Integration tests against a real kube-apiserver + etcd (tests/k8senv, tests/integration)
-	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) $$(for d in tests/k8senv tests/integration; do if [[ -d $$d ]]; then echo ./$$d/...; fi; done)
+test-integration: k8s-env ## Integration tests against a real kube-apiserver + etcd: the packages with *_integration_test.go files (build tag integration), with their unit tests, and tests/k8senv
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration $$(for f in $$(find . -name '*_integration_test.go' -not -path './tests/*'); do echo ./$$(dirname $$f); done | sort -u) ./tests/k8senv/...
 
 .PHONY: test-e2e
 test-e2e: require-root k8s-env ## End-to-end tests: the kubelet-emulating harness against the real API server (needs root)

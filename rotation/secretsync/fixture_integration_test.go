@@ -1,3 +1,5 @@
+//go:build integration
+
 package secretsync
 
 import (
@@ -297,11 +299,6 @@ func secretOwners(s *corev1.Secret) []types.UID {
 	for _, r := range s.OwnerReferences {
 		uids = append(uids, r.UID)
 	}
-	slices.Sort(uids)
-	return uids
-}
-
-func sortedUIDs(uids ...types.UID) []types.UID {
 	slices.Sort(uids)
 	return uids
 }

@@ -2,12 +2,18 @@ package secretsync
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
+
+func sortedUIDs(uids ...types.UID) []types.UID {
+	slices.Sort(uids)
+	return uids
+}
 
 func TestAppliedOwnerUIDs(t *testing.T) {
 	entries := []metav1.ManagedFieldsEntry{
