@@ -1,0 +1,140 @@
+{{/*
+keymount.name: the chart's name, or nameOverride.
+*/}}
+{{- define "keymount.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+keymount.fullname: fullnameOverride, else the release name when it contains
+the chart's name, else <release>-<name>.
+*/}}
+{{- define "keymount.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+keymount.labels: the labels of every object.
+*/}}
+{{- define "keymount.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "keymount.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: keymount
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+keymount.selectorLabels: the node DaemonSet's selector (immutable: never
+add to it).
+*/}}
+{{- define "keymount.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "keymount.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: node
+{{- end -}}
+
+{{/*
+keymount.serviceAccountName: the driver's ServiceAccount.
+*/}}
+{{- define "keymount.serviceAccountName" -}}
+{{- default (include "keymount.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/*
+keymount.image: repository[:tag][@digest] of an image value (dict with
+repository, tag, digest); the tag defaults to the chart's appVersion.
+Call with (dict "image" .Values.x.image "root" $).
+*/}}
+{{- define "keymount.image" -}}
+{{- $tag := default .root.Chart.AppVersion .image.tag -}}
+{{- if .image.digest -}}
+{{- printf "%s:%s@%s" .image.repository $tag .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+keymount.driverImage: the driver's image. An upstream values file names
+upstream's driver (registry.k8s.io/csi-secrets-store/driver, or a mirror of
+it: any repository ending in csi-secrets-store/driver) with upstream's tag:
+that image is replaced by keymount's release image with the chart's tag, so
+the file installs keymount.
+*/}}
+{{- define "keymount.driverImage" -}}
+{{- $image := .Values.linux.image -}}
+{{- if regexMatch "(^|/)csi-secrets-store/driver$" (toString $image.repository) -}}
+{{- $image = dict "repository" "ghcr.io/keymount/keymount-driver" "tag" "" "digest" "" -}}
+{{- end -}}
+{{- include "keymount.image" (dict "image" $image "root" .) -}}
+{{- end -}}
+
+{{/*
+keymount.metricsPort: the port of linux.metricsAddr (":8095" gives 8095);
+empty when metrics are off.
+*/}}
+{{- define "keymount.metricsPort" -}}
+{{- with .Values.linux.metricsAddr -}}
+{{- regexReplaceAll "^.*:" (toString .) "" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+keymount.tokenRequests: tokenRequests, plus the enabled providers'
+audiences not already there (the API server refuses an audience listed
+twice). A YAML list, or nothing.
+*/}}
+{{- define "keymount.tokenRequests" -}}
+{{- $requests := list -}}
+{{- $seen := dict -}}
+{{- range .Values.tokenRequests -}}
+{{- $requests = append $requests . -}}
+{{- $_ := set $seen (toString .audience) true -}}
+{{- end -}}
+{{- if .Values.providers.aws.enabled -}}
+{{- range .Values.providers.aws.tokenAudiences -}}
+{{- if not (hasKey $seen .) -}}
+{{- $requests = append $requests (dict "audience" .) -}}
+{{- $_ := set $seen . true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with $requests -}}
+{{- toYaml . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+keymount.podScheduling: nodeSelector (kubernetes.io/os: linux plus the
+given one), tolerations, affinity and priorityClassName of a pod spec.
+Call with a dict of the component's values.
+*/}}
+{{- define "keymount.podScheduling" -}}
+nodeSelector:
+{{- toYaml (merge (dict "kubernetes.io/os" "linux") (default (dict) .nodeSelector)) | nindent 2 }}
+{{- with .tolerations }}
+tolerations:
+{{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+{{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- end -}}
