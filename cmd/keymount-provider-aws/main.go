@@ -6,8 +6,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/internal/logredact"
+	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/internal/pprofserve"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
@@ -31,6 +35,8 @@ var version = "dev"
 
 // config is every flag of the binary.
 type config struct {
+	// metricsAddr is --metrics-addr; "" serves none.
+	metricsAddr string
 	// printVersion is --version: print the version and exit.
 	printVersion bool
 	server       server.Config
@@ -67,6 +73,25 @@ func main() {
 	klog.Flush()
 }
 
+// serveMetrics serves h on addr's /metrics until the returned func is
+// called.
+func serveMetrics(ctx context.Context, addr string, h http.Handler) (func(), error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "metrics server stopped")
+		}
+	}()
+	klog.InfoS("serving metrics", "addr", l.Addr().String())
+	return func() { _ = srv.Close() }, nil
+}
+
 func parseFlags(fs *flag.FlagSet, args []string) *config {
 	cfg := &config{}
 	klog.InitFlags(fs)
@@ -77,6 +102,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig for reading service accounts; empty: in-cluster config")
 	fs.StringVar(&cfg.endpoint, "aws-endpoint", "", "base endpoint of Secrets Manager and SSM (testing against a local endpoint); empty: AWS")
 	fs.StringVar(&cfg.stsURL, "sts-endpoint", "", "base endpoint of STS (testing); empty: AWS")
+	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics over HTTP (store requests by operation and outcome, cache hits), e.g. :8097; empty: off")
 	fs.DurationVar(&cfg.freshness, "freshness", 30*time.Second, "how long a fetched latest value is shared by the pods of one identity")
 	fs.DurationVar(&cfg.saTTL, "service-account-ttl", 5*time.Minute, "how long a service account's role annotation is cached")
 	fs.BoolVar(&cfg.enablePprof, "enable-pprof", false, "serve Go's pprof handlers on 127.0.0.1:--pprof-port (as keymount-driver's flag)")
@@ -110,7 +136,17 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return fmt.Errorf("load the AWS SDK configuration from the environment: %w", err)
 	}
-	st := store.New(store.Config{AWS: awsCfg, Endpoint: cfg.endpoint, Freshness: cfg.freshness})
+	storeCfg := store.Config{AWS: awsCfg, Endpoint: cfg.endpoint, Freshness: cfg.freshness}
+	if cfg.metricsAddr != "" {
+		m := metrics.NewAWS()
+		storeCfg.Observer = m
+		stop, err := serveMetrics(ctx, cfg.metricsAddr, m.Handler())
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	st := store.New(storeCfg)
 	// The store remembers a failing region for STS too.
 	ids := identity.New(identity.Config{AWS: awsCfg, STSEndpoint: cfg.stsURL, PodIdentityTimeout: cfg.podIdentityTimeout, Outages: st},
 		identity.NewKubeServiceAccounts(cs, cfg.saTTL))

@@ -162,7 +162,7 @@ func (s *Store) mounted(req *Request, it item) (string, value, bool) {
 		}
 		pinned := it
 		pinned.version, pinned.label = cur, ""
-		if v, ok := s.cache.get(req.Identity, pinned); ok {
+		if v, ok := s.cached(req.Identity, pinned); ok {
 			return cur, v, true
 		}
 	}

@@ -80,6 +80,8 @@ type Config struct {
 	HTTPClient aws.HTTPClient
 	// Clock decides freshness; nil means the real clock.
 	Clock clock.PassiveClock
+	// Observer, when set, hears every store request and cache lookup.
+	Observer Observer
 }
 
 // Store fetches objects for many pods. It is safe for concurrent use.
@@ -288,7 +290,7 @@ func (s *Store) fetchItems(ctx context.Context, req *Request, items []item) (map
 	fails := make(map[item]*objectFailure)
 	var missing []item
 	for _, it := range dedupe(items) {
-		if v, ok := s.cache.get(req.Identity, it); ok {
+		if v, ok := s.cached(req.Identity, it); ok {
 			vals[it] = v
 			continue
 		}
@@ -368,7 +370,7 @@ func (s *Store) callBatch(ctx context.Context, req *Request, b batch) *batchResu
 	res := &batchResult{values: make(map[item]value), fails: make(map[item]*objectFailure)}
 	var todo []item
 	for _, it := range b.items {
-		if v, ok := s.cache.get(req.Identity, it); ok {
+		if v, ok := s.cached(req.Identity, it); ok {
 			res.values[it] = v
 		} else {
 			todo = append(todo, it)
@@ -454,7 +456,7 @@ func (s *Store) clientsFor(region string) *regionClients {
 	base.Credentials = nil // never the node's: each call passes the pod's
 	c := &regionClients{
 		sm: secretsmanager.NewFromConfig(base, func(o *secretsmanager.Options) {
-			o.APIOptions = append(o.APIOptions, s.holdSlot)
+			o.APIOptions = append(o.APIOptions, s.holdSlot, s.observe)
 			if s.cfg.HTTPClient != nil {
 				o.HTTPClient = s.cfg.HTTPClient
 			}
@@ -463,7 +465,7 @@ func (s *Store) clientsFor(region string) *regionClients {
 			}
 		}),
 		ssm: ssm.NewFromConfig(base, func(o *ssm.Options) {
-			o.APIOptions = append(o.APIOptions, s.holdSlot)
+			o.APIOptions = append(o.APIOptions, s.holdSlot, s.observe)
 			if s.cfg.HTTPClient != nil {
 				o.HTTPClient = s.cfg.HTTPClient
 			}
