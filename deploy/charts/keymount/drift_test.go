@@ -100,13 +100,13 @@ func kustomize(t *testing.T, dir string, components ...string) *kustomized {
 	return out
 }
 
-// comparable returns the pod spec of ds as the drift test compares it: the
+// podSpecToCompare returns the pod spec of ds as the drift test compares it: the
 // container named main without its image and pull policy (the chart names
 // the release image, kustomize a local one), every container's args sorted,
 // and --sync-secrets spelt out (kustomize's component passes the bare flag;
 // the chart passes =false where the base passes none: dropped, since
 // without the secret-sync RBAC auto means off).
-func comparable(t *testing.T, ds *appsv1.DaemonSet, main string) corev1.PodSpec {
+func podSpecToCompare(t *testing.T, ds *appsv1.DaemonSet, main string) corev1.PodSpec {
 	t.Helper()
 	if ds == nil {
 		t.Fatal("no DaemonSet")
@@ -164,7 +164,7 @@ func TestDriverMatchesKustomize(t *testing.T) {
 			r := renderValues(t, tc.values)
 			chartDS, _ := r.driver(t)
 			kustDS := k.daemonSets["keymount"]
-			if diff := cmp.Diff(comparable(t, kustDS, "keymount"), comparable(t, chartDS, "keymount")); diff != "" {
+			if diff := cmp.Diff(podSpecToCompare(t, kustDS, "keymount"), podSpecToCompare(t, chartDS, "keymount")); diff != "" {
 				t.Errorf("driver pod spec (-kustomize +chart):\n%s", diff)
 			}
 			if diff := cmp.Diff(kustDS.Spec.UpdateStrategy, chartDS.Spec.UpdateStrategy); diff != "" {
@@ -221,7 +221,7 @@ func TestAWSProviderMatchesKustomize(t *testing.T) {
 	k := kustomize(t, "providers/aws")
 	r := renderValues(t, map[string]any{"providers": map[string]any{"aws": map[string]any{"enabled": true}}})
 	const name = "keymount-provider-aws"
-	if diff := cmp.Diff(comparable(t, k.daemonSets[name], "provider"), comparable(t, r.daemonSets[name], "provider")); diff != "" {
+	if diff := cmp.Diff(podSpecToCompare(t, k.daemonSets[name], "provider"), podSpecToCompare(t, r.daemonSets[name], "provider")); diff != "" {
 		t.Errorf("AWS provider pod spec (-kustomize +chart):\n%s", diff)
 	}
 	if r.clusterRoles[name] == nil {
