@@ -155,6 +155,10 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned) over the module
 	$(GOLANGCI_LINT) config verify
 	$(GOLANGCI_LINT) run ./...
 
+.PHONY: chart-lint
+chart-lint: ## helm lint and helm template of deploy/charts/keymount with each values file (Helm's Go SDK: no helm binary)
+	$(GO) test -count=1 -run '^(TestLint|TestRenders|TestChartCRDsAreDeploys)$$' ./deploy/charts/keymount/
+
 .PHONY: fmt
 fmt: $(GOLANGCI_LINT) ## Format the Go code (gofmt + goimports with local imports last)
 	$(GOLANGCI_LINT) fmt ./...
