@@ -1,10 +1,15 @@
 package docs_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,7 +24,8 @@ import (
 var runtimePrefixes = []string{"go_", "process_"}
 
 // registered returns the metric family names internal/metrics registers,
-// each given a value first (a vector without a series is not gathered).
+// the driver's and the AWS provider's, each given a value first (a vector
+// without a series is not gathered).
 func registered(t *testing.T) []string {
 	t.Helper()
 	m := metrics.New()
@@ -34,7 +40,37 @@ func registered(t *testing.T) []string {
 	m.RotationReconcile("p", false, "provider_error", time.Second)
 	m.SecretWritten()
 	m.SecretUnchanged()
-	families, err := m.Registry().Gather()
+	out := gathered(t, m.Registry())
+
+	// The AWS provider's, on keymount-provider-aws --metrics-addr.
+	aws := metrics.NewAWS()
+	aws.StoreCall("Secrets Manager", "GetSecretValue", "ok", time.Millisecond)
+	aws.CacheLookup(true)
+	rec := httptest.NewRecorder()
+	aws.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("the AWS provider's metrics handler answered %d", rec.Code)
+	}
+	n := 0
+	for line := range strings.Lines(rec.Body.String()) {
+		// "# TYPE <name> <type>" opens each family in the text format.
+		f := strings.Fields(line)
+		if len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+			n++
+			if !slices.Contains(out, f[2]) {
+				out = append(out, f[2])
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("the AWS provider's metrics handler serves no metric family")
+	}
+	return out
+}
+
+func gathered(t *testing.T, g prometheus.Gatherer) []string {
+	t.Helper()
+	families, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
