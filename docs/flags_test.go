@@ -12,24 +12,15 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// otherTools are flags of kubectl, helm and the like that the docs' shell
-// examples use. Each must stay a flag of its tool; keymount's flags come
-// from the code.
+// otherTools are the flags of other tools (kubectl) that the docs' shell
+// examples use; keymount's flags come from the code.
 var otherTools = map[string]string{
-	"all-namespaces":   "kubectl",
-	"cascade":          "kubectl delete",
-	"create-namespace": "helm install",
-	"dry-run":          "kubectl",
-	"field-manager":    "kubectl apply",
-	"field-selector":   "kubectl",
-	"for":              "kubectl wait",
-	"namespace":        "kubectl, helm",
-	"output":           "kubectl",
-	"overwrite":        "kubectl annotate",
-	"selector":         "kubectl",
-	"server-side":      "kubectl apply",
-	"sort-by":          "kubectl get",
-	"values":           "helm",
+	"all-namespaces": "kubectl",
+	"cascade":        "kubectl delete",
+	"field-manager":  "kubectl apply",
+	"field-selector": "kubectl",
+	"overwrite":      "kubectl annotate",
+	"server-side":    "kubectl apply",
 }
 
 // flagMethods are the flag.FlagSet methods that define a flag, with the
