@@ -61,16 +61,20 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOLANGCI_LINT_VERSION := v2.15.0
 CONTROLLER_GEN_VERSION := v0.23.0
+# The helm CLI: the version of the Helm SDK in go.mod (the chart's tests).
+HELM_VERSION := v3.22.0
 
 PROTOC_GEN_GO_PKG := google.golang.org/protobuf/cmd/protoc-gen-go
 PROTOC_GEN_GO_GRPC_PKG := google.golang.org/grpc/cmd/protoc-gen-go-grpc
 GOLANGCI_LINT_PKG := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 CONTROLLER_GEN_PKG := sigs.k8s.io/controller-tools/cmd/controller-gen
+HELM_PKG := helm.sh/helm/v3/cmd/helm
 
 PROTOC_GEN_GO := $(TOOLS_BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC := $(TOOLS_BIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
 GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+HELM := $(TOOLS_BIN)/helm-$(HELM_VERSION)
 
 # ------------------------------------------------------------ discovered
 
@@ -155,9 +159,19 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned) over the module
 	$(GOLANGCI_LINT) config verify
 	$(GOLANGCI_LINT) run ./...
 
+CHART := deploy/charts/keymount
+CHART_VALUES := $(wildcard $(CHART)/testdata/*.yaml)
+
 .PHONY: chart-lint
-chart-lint: ## helm lint and helm template of deploy/charts/keymount with each values file (Helm's Go SDK: no helm binary)
-	$(GO) test -count=1 -run '^(TestLint|TestRenders|TestChartCRDsAreDeploys)$$' ./deploy/charts/keymount/
+chart-lint: $(HELM) ## helm lint --strict and helm template of deploy/charts/keymount with its defaults and each testdata values file (helm pinned, from the Go module proxy)
+	$(GO) test -count=1 -run '^(TestLint|TestRenders|TestChartCRDsAreDeploys)$$' ./$(CHART)/
+	$(HELM) lint --strict $(CHART)
+	$(HELM) template keymount $(CHART) --namespace kube-system --include-crds >/dev/null
+	@for f in $(CHART_VALUES); do \
+		echo "helm lint and template with $$f"; \
+		$(HELM) lint --strict --quiet $(CHART) -f "$$f" && \
+		$(HELM) template keymount $(CHART) --namespace kube-system --include-crds -f "$$f" >/dev/null || exit 1; \
+	done
 
 .PHONY: fmt
 fmt: $(GOLANGCI_LINT) ## Format the Go code (gofmt + goimports with local imports last)
@@ -263,6 +277,9 @@ $(GOLANGCI_LINT):
 
 $(CONTROLLER_GEN):
 	$(call go-install,$@,$(CONTROLLER_GEN_PKG),$(CONTROLLER_GEN_VERSION))
+
+$(HELM):
+	$(call go-install,$@,$(HELM_PKG),$(HELM_VERSION))
 
 # ------------------------------------------------------------ demo, image
 
