@@ -17,165 +17,198 @@ import (
 // feature at a time.
 func TestAllFeatures(t *testing.T) {
 	r := render(t, allFeatures)
+	for _, check := range []struct {
+		name string
+		fn   func(*testing.T, *release)
+	}{
+		{"kubelet root", checkKubeletRoot},
+		{"images", checkImages},
+		{"sidecars", checkSidecars},
+		{"driver flags", checkDriverFlags},
+		{"metrics service", checkMetricsService},
+		{"token requests", checkTokenRequests},
+		{"providers", checkProviders},
+		{"priority class", checkPriorityClass},
+		{"labels", checkLabels},
+	} {
+		t.Run(check.name, func(t *testing.T) { check.fn(t, r) })
+	}
+}
+
+// checkKubeletRoot: every kubelet path follows linux.kubeletRootDir.
+func checkKubeletRoot(t *testing.T, r *release) {
 	ds, c := r.driver(t)
 	pod := ds.Spec.Template.Spec
+	// Nothing of the default root is left, in flags, mounts or volumes.
+	data, err := yaml.Marshal(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "/var/lib/kubelet") {
+		t.Errorf("the DaemonSet still names /var/lib/kubelet:\n%s", data)
+	}
+	const root = "/var/lib/k0s/kubelet"
+	for _, arg := range []string{"--kubelet-root-dir=" + root} {
+		if !hasArg(c.Args, arg) {
+			t.Errorf("args %q lack %s", c.Args, arg)
+		}
+	}
+	reg := container(t, &pod, "node-driver-registrar")
+	if !hasArg(reg.Args, "--kubelet-registration-path="+root+"/plugins/csi-secrets-store/csi.sock") {
+		t.Errorf("registrar args %q do not announce the socket under %s", reg.Args, root)
+	}
+	paths := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil {
+			paths[v.Name] = v.HostPath.Path
+		}
+	}
+	for name, want := range map[string]string{
+		"plugin-dir": root + "/plugins/csi-secrets-store", "registration-dir": root + "/plugins_registry",
+		"mountpoint-dir": root + "/pods", "providers-dir": "/run/secrets-store-csi-providers",
+		"additional-providers-dir": "/etc/kubernetes/secrets-store-csi-providers", "additional-providers-dir-1": "/opt/providers",
+	} {
+		if paths[name] != want {
+			t.Errorf("volume %s: host path %q, want %q", name, paths[name], want)
+		}
+	}
+	i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "mountpoint-dir" })
+	if i < 0 || c.VolumeMounts[i].MountPath != root+"/pods" || *c.VolumeMounts[i].MountPropagation != corev1.MountPropagationBidirectional {
+		t.Errorf("pods directory not mounted at its host path %s/pods with Bidirectional propagation: %+v", root, c.VolumeMounts)
+	}
+}
 
-	t.Run("kubelet root", func(t *testing.T) {
-		// Nothing of the default root is left, in flags, mounts or volumes.
-		data, err := yaml.Marshal(ds)
-		if err != nil {
-			t.Fatal(err)
+// checkImages: a mirrored driver image pinned by digest; pull secrets in every pod.
+func checkImages(t *testing.T, r *release) {
+	_, c := r.driver(t)
+	want := "registry.example.com/mirror/keymount-driver:v0.1.0-rc.1@sha256:" + strings.Repeat("0", 64)
+	if c.Image != want || c.ImagePullPolicy != corev1.PullAlways {
+		t.Errorf("driver image %q (%s), want %q (Always)", c.Image, c.ImagePullPolicy, want)
+	}
+	for name, d := range r.daemonSets {
+		if got := d.Spec.Template.Spec.ImagePullSecrets; !slices.Equal(got, []corev1.LocalObjectReference{{Name: "registry-credentials"}}) {
+			t.Errorf("DaemonSet %s pull secrets %v", name, got)
 		}
-		if strings.Contains(string(data), "/var/lib/kubelet") {
-			t.Errorf("the DaemonSet still names /var/lib/kubelet:\n%s", data)
-		}
-		const root = "/var/lib/k0s/kubelet"
-		for _, arg := range []string{"--kubelet-root-dir=" + root} {
-			if !hasArg(c.Args, arg) {
-				t.Errorf("args %q lack %s", c.Args, arg)
-			}
-		}
-		reg := container(t, &pod, "node-driver-registrar")
-		if !hasArg(reg.Args, "--kubelet-registration-path="+root+"/plugins/csi-secrets-store/csi.sock") {
-			t.Errorf("registrar args %q do not announce the socket under %s", reg.Args, root)
-		}
-		paths := map[string]string{}
-		for _, v := range pod.Volumes {
-			if v.HostPath != nil {
-				paths[v.Name] = v.HostPath.Path
-			}
-		}
-		for name, want := range map[string]string{
-			"plugin-dir": root + "/plugins/csi-secrets-store", "registration-dir": root + "/plugins_registry",
-			"mountpoint-dir": root + "/pods", "providers-dir": "/run/secrets-store-csi-providers",
-			"additional-providers-dir": "/etc/kubernetes/secrets-store-csi-providers", "additional-providers-dir-1": "/opt/providers",
-		} {
-			if paths[name] != want {
-				t.Errorf("volume %s: host path %q, want %q", name, paths[name], want)
-			}
-		}
-		i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "mountpoint-dir" })
-		if i < 0 || c.VolumeMounts[i].MountPath != root+"/pods" || *c.VolumeMounts[i].MountPropagation != corev1.MountPropagationBidirectional {
-			t.Errorf("pods directory not mounted at its host path %s/pods with Bidirectional propagation: %+v", root, c.VolumeMounts)
-		}
-	})
+	}
+}
 
-	t.Run("images", func(t *testing.T) {
-		want := "registry.example.com/mirror/keymount-driver:v0.1.0-rc.1@sha256:" + strings.Repeat("0", 64)
-		if c.Image != want || c.ImagePullPolicy != corev1.PullAlways {
-			t.Errorf("driver image %q (%s), want %q (Always)", c.Image, c.ImagePullPolicy, want)
+// checkSidecars: both sidecars, the liveness probe on the livenessprobe sidecar.
+func checkSidecars(t *testing.T, r *release) {
+	ds, c := r.driver(t)
+	pod := ds.Spec.Template.Spec
+	names := containerNames(pod.Containers)
+	if !slices.Equal(names, []string{"keymount", "node-driver-registrar", "liveness-probe"}) {
+		t.Fatalf("containers %v", names)
+	}
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--plugin-registration-dir") || strings.HasPrefix(a, "--kubelet-registration-path") {
+			t.Errorf("with the registrar sidecar the driver still registers itself: %s", a)
 		}
-		for name, d := range r.daemonSets {
-			if got := d.Spec.Template.Spec.ImagePullSecrets; !slices.Equal(got, []corev1.LocalObjectReference{{Name: "registry-credentials"}}) {
-				t.Errorf("DaemonSet %s pull secrets %v", name, got)
-			}
-		}
-	})
+	}
+	probe := container(t, &pod, "liveness-probe")
+	if !hasArg(probe.Args, "--http-endpoint=0.0.0.0:9818") || !hasArg(probe.Args, "-v=3") {
+		t.Errorf("livenessprobe args %q: want livenessProbe.port 9818 and logLevel 3", probe.Args)
+	}
+	if got := c.LivenessProbe.HTTPGet.Port.IntValue(); got != 9818 {
+		t.Errorf("the driver's liveness probe asks port %d, want the sidecar's 9818", got)
+	}
+	if got := c.ReadinessProbe.HTTPGet.Port.String(); got != "healthz" || !hasArg(c.Args, "--health-addr=:9810") {
+		t.Errorf("readiness probe on %s, args %q: want keymount's own healthz on :9810", got, c.Args)
+	}
+	if reg := container(t, &pod, "node-driver-registrar"); !hasArg(reg.Args, "--v=4") {
+		t.Errorf("registrar args %q: want --v=4 (linux.registrar.logVerbosity)", reg.Args)
+	}
+}
 
-	t.Run("sidecars", func(t *testing.T) {
-		names := containerNames(pod.Containers)
-		if !slices.Equal(names, []string{"keymount", "node-driver-registrar", "liveness-probe"}) {
-			t.Fatalf("containers %v", names)
+// checkDriverFlags: each value that is a driver flag reaches the driver.
+func checkDriverFlags(t *testing.T, r *release) {
+	_, c := r.driver(t)
+	for _, arg := range []string{
+		"--sync-secrets=true", "-v=4", "--log-format-json", "--enable-secret-rotation=true",
+		"--rotation-poll-interval=5m", "--rotation-backoff-initial=10s", "--rotation-backoff-max=10m",
+		"--provider-max-recv-size=8388608", "--metrics-addr=:9095", "--tmpfs-size=128Mi",
+		"--additional-provider-dirs=/etc/kubernetes/secrets-store-csi-providers,/opt/providers",
+	} {
+		if !hasArg(c.Args, arg) {
+			t.Errorf("args %q lack %s", c.Args, arg)
 		}
-		for _, a := range c.Args {
-			if strings.HasPrefix(a, "--plugin-registration-dir") || strings.HasPrefix(a, "--kubelet-registration-path") {
-				t.Errorf("with the registrar sidecar the driver still registers itself: %s", a)
-			}
-		}
-		probe := container(t, &pod, "liveness-probe")
-		if !hasArg(probe.Args, "--http-endpoint=0.0.0.0:9818") || !hasArg(probe.Args, "-v=3") {
-			t.Errorf("livenessprobe args %q: want livenessProbe.port 9818 and logLevel 3", probe.Args)
-		}
-		if got := c.LivenessProbe.HTTPGet.Port.IntValue(); got != 9818 {
-			t.Errorf("the driver's liveness probe asks port %d, want the sidecar's 9818", got)
-		}
-		if got := c.ReadinessProbe.HTTPGet.Port.String(); got != "healthz" || !hasArg(c.Args, "--health-addr=:9810") {
-			t.Errorf("readiness probe on %s, args %q: want keymount's own healthz on :9810", got, c.Args)
-		}
-		if reg := container(t, &pod, "node-driver-registrar"); !hasArg(reg.Args, "--v=4") {
-			t.Errorf("registrar args %q: want --v=4 (linux.registrar.logVerbosity)", reg.Args)
-		}
-	})
+	}
+}
 
-	t.Run("driver flags", func(t *testing.T) {
-		for _, arg := range []string{
-			"--sync-secrets=true", "-v=4", "--log-format-json", "--enable-secret-rotation=true",
-			"--rotation-poll-interval=5m", "--rotation-backoff-initial=10s", "--rotation-backoff-max=10m",
-			"--provider-max-recv-size=8388608", "--metrics-addr=:9095", "--tmpfs-size=128Mi",
-			"--additional-provider-dirs=/etc/kubernetes/secrets-store-csi-providers,/opt/providers",
-		} {
-			if !hasArg(c.Args, arg) {
-				t.Errorf("args %q lack %s", c.Args, arg)
-			}
+// checkMetricsService: a headless Service over the driver pods' metrics port.
+func checkMetricsService(t *testing.T, r *release) {
+	ds, _ := r.driver(t)
+	svc := r.services[releaseName+"-metrics"]
+	if svc == nil {
+		t.Fatalf("no metrics Service: %v", slices.Sorted(maps.Keys(r.services)))
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9095 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+		t.Errorf("metrics Service %+v: want headless, port 9095 to the pods' metrics port", svc.Spec)
+	}
+	for k, v := range svc.Spec.Selector {
+		if pod := ds.Spec.Template.Labels[k]; pod != v {
+			t.Errorf("Service selector %s=%s does not match the driver pods (%q)", k, v, pod)
 		}
-	})
+	}
+}
 
-	t.Run("metrics service", func(t *testing.T) {
-		svc := r.services[releaseName+"-metrics"]
-		if svc == nil {
-			t.Fatalf("no metrics Service: %v", slices.Sorted(maps.Keys(r.services)))
-		}
-		if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9095 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
-			t.Errorf("metrics Service %+v: want headless, port 9095 to the pods' metrics port", svc.Spec)
-		}
-		for k, v := range svc.Spec.Selector {
-			if pod := ds.Spec.Template.Labels[k]; pod != v {
-				t.Errorf("Service selector %s=%s does not match the driver pods (%q)", k, v, pod)
-			}
-		}
-	})
+// checkTokenRequests: tokenRequests plus the AWS provider's audiences, once each.
+func checkTokenRequests(t *testing.T, r *release) {
+	// The file's own audiences first, then the AWS provider's that are
+	// not already there: sts.amazonaws.com once.
+	want := []storagev1.TokenRequest{{Audience: "vault", ExpirationSeconds: new(int64(3600))}, {Audience: "sts.amazonaws.com"}, {Audience: "pods.eks.amazonaws.com"}}
+	if diff := cmp.Diff(want, r.csiDriver.Spec.TokenRequests); diff != "" {
+		t.Errorf("tokenRequests (-want +got):\n%s", diff)
+	}
+}
 
-	t.Run("token requests", func(t *testing.T) {
-		// The file's own audiences first, then the AWS provider's that are
-		// not already there: sts.amazonaws.com once.
-		want := []storagev1.TokenRequest{{Audience: "vault", ExpirationSeconds: new(int64(3600))}, {Audience: "sts.amazonaws.com"}, {Audience: "pods.eks.amazonaws.com"}}
-		if diff := cmp.Diff(want, r.csiDriver.Spec.TokenRequests); diff != "" {
-			t.Errorf("tokenRequests (-want +got):\n%s", diff)
+// checkProviders: both provider DaemonSets with their values.
+func checkProviders(t *testing.T, r *release) {
+	aws := r.daemonSets[releaseName+"-provider-aws"]
+	local := r.daemonSets[releaseName+"-provider-local"]
+	if aws == nil || local == nil {
+		t.Fatalf("provider DaemonSets %v", slices.Sorted(maps.Keys(r.daemonSets)))
+	}
+	ac := container(t, &aws.Spec.Template.Spec, "provider")
+	if !hasArg(ac.Args, "--provider-dir=/run/secrets-store-csi-providers") || !hasArg(ac.Args, "--region=eu-west-1") || !hasArg(ac.Args, "--freshness=1m") {
+		t.Errorf("AWS provider args %q", ac.Args)
+	}
+	lc := container(t, &local.Spec.Template.Spec, "provider")
+	if !hasArg(lc.Args, "--name=files") || !hasArg(lc.Args, "--root=/secrets") || !hasArg(lc.Args, "--provider-dir=/run/secrets-store-csi-providers") {
+		t.Errorf("local provider args %q", lc.Args)
+	}
+	i := slices.IndexFunc(local.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "secrets" })
+	if i < 0 || local.Spec.Template.Spec.Volumes[i].Secret == nil || local.Spec.Template.Spec.Volumes[i].HostPath != nil {
+		t.Errorf("local provider's files: %+v, want the Secret of secretsVolume alone", local.Spec.Template.Spec.Volumes)
+	}
+	for _, d := range []string{"keymount-provider-aws", "keymount-provider-local", releaseName} {
+		if got := r.daemonSets[d].Spec.Template.Spec.PriorityClassName; got != "keymount-node-critical" {
+			t.Errorf("%s priorityClassName %q", d, got)
 		}
-	})
+	}
+}
 
-	t.Run("providers", func(t *testing.T) {
-		aws := r.daemonSets[releaseName+"-provider-aws"]
-		local := r.daemonSets[releaseName+"-provider-local"]
-		if aws == nil || local == nil {
-			t.Fatalf("provider DaemonSets %v", slices.Sorted(maps.Keys(r.daemonSets)))
-		}
-		ac := container(t, &aws.Spec.Template.Spec, "provider")
-		if !hasArg(ac.Args, "--provider-dir=/run/secrets-store-csi-providers") || !hasArg(ac.Args, "--region=eu-west-1") || !hasArg(ac.Args, "--freshness=1m") {
-			t.Errorf("AWS provider args %q", ac.Args)
-		}
-		lc := container(t, &local.Spec.Template.Spec, "provider")
-		if !hasArg(lc.Args, "--name=files") || !hasArg(lc.Args, "--root=/secrets") || !hasArg(lc.Args, "--provider-dir=/run/secrets-store-csi-providers") {
-			t.Errorf("local provider args %q", lc.Args)
-		}
-		i := slices.IndexFunc(local.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "secrets" })
-		if i < 0 || local.Spec.Template.Spec.Volumes[i].Secret == nil || local.Spec.Template.Spec.Volumes[i].HostPath != nil {
-			t.Errorf("local provider's files: %+v, want the Secret of secretsVolume alone", local.Spec.Template.Spec.Volumes)
-		}
-		for _, d := range []string{"keymount-provider-aws", "keymount-provider-local", releaseName} {
-			if got := r.daemonSets[d].Spec.Template.Spec.PriorityClassName; got != "keymount-node-critical" {
-				t.Errorf("%s priorityClassName %q", d, got)
-			}
-		}
+// checkPriorityClass: priorityClass.create renders the PriorityClass.
+func checkPriorityClass(t *testing.T, r *release) {
+	i := slices.IndexFunc(r.objects, func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "PriorityClass" && o.GetName() == "keymount-node-critical"
 	})
+	if i < 0 {
+		t.Error("no PriorityClass keymount-node-critical")
+	}
+}
 
-	t.Run("priority class", func(t *testing.T) {
-		i := slices.IndexFunc(r.objects, func(o *unstructured.Unstructured) bool { return o.GetKind() == "PriorityClass" && o.GetName() == "keymount-node-critical" })
-		if i < 0 {
-			t.Error("no PriorityClass keymount-node-critical")
+// checkLabels: commonLabels on every object; pod labels and annotations.
+func checkLabels(t *testing.T, r *release) {
+	ds, _ := r.driver(t)
+	for _, o := range r.objects {
+		if o.GetLabels()["team"] != "platform" {
+			t.Errorf("%s %s lacks commonLabels team=platform", o.GetKind(), o.GetName())
 		}
-	})
-
-	t.Run("labels", func(t *testing.T) {
-		for _, o := range r.objects {
-			if o.GetLabels()["team"] != "platform" {
-				t.Errorf("%s %s lacks commonLabels team=platform", o.GetKind(), o.GetName())
-			}
-		}
-		if ds.Spec.Template.Labels["tier"] != "node" || ds.Spec.Template.Annotations["prometheus.io/scrape"] != "true" || ds.Annotations["example.com/owner"] != "platform" {
-			t.Errorf("pod labels %v, pod annotations %v, DaemonSet annotations %v", ds.Spec.Template.Labels, ds.Spec.Template.Annotations, ds.Annotations)
-		}
-	})
+	}
+	if ds.Spec.Template.Labels["tier"] != "node" || ds.Spec.Template.Annotations["prometheus.io/scrape"] != "true" || ds.Annotations["example.com/owner"] != "platform" {
+		t.Errorf("pod labels %v, pod annotations %v, DaemonSet annotations %v", ds.Spec.Template.Labels, ds.Spec.Template.Annotations, ds.Annotations)
+	}
 }
 
 // TestNoSidecarsByDefault: by default the driver registers itself and
