@@ -167,6 +167,11 @@ func TestDriverMatchesKustomize(t *testing.T) {
 			if diff := cmp.Diff(podSpecToCompare(t, kustDS, "keymount"), podSpecToCompare(t, chartDS, "keymount")); diff != "" {
 				t.Errorf("driver pod spec (-kustomize +chart):\n%s", diff)
 			}
+			// The same selector: `helm install --take-ownership` adopts the
+			// base's DaemonSet (a selector cannot change).
+			if diff := cmp.Diff(kustDS.Spec.Selector, chartDS.Spec.Selector); diff != "" {
+				t.Errorf("selector (-kustomize +chart):\n%s", diff)
+			}
 			if diff := cmp.Diff(kustDS.Spec.UpdateStrategy, chartDS.Spec.UpdateStrategy); diff != "" {
 				t.Errorf("update strategy (-kustomize +chart):\n%s", diff)
 			}
@@ -223,6 +228,9 @@ func TestAWSProviderMatchesKustomize(t *testing.T) {
 	const name = "keymount-provider-aws"
 	if diff := cmp.Diff(podSpecToCompare(t, k.daemonSets[name], "provider"), podSpecToCompare(t, r.daemonSets[name], "provider")); diff != "" {
 		t.Errorf("AWS provider pod spec (-kustomize +chart):\n%s", diff)
+	}
+	if diff := cmp.Diff(k.daemonSets[name].Spec.Selector, r.daemonSets[name].Spec.Selector); diff != "" {
+		t.Errorf("AWS provider selector (-kustomize +chart):\n%s", diff)
 	}
 	if r.clusterRoles[name] == nil {
 		t.Fatalf("the chart renders no ClusterRole %s", name)

@@ -26,24 +26,34 @@ the chart's name, else <release>-<name>.
 keymount.labels: the labels of every object.
 */}}
 {{- define "keymount.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/name: {{ include "keymount.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- include "keymount.componentLabels" (dict "root" . "name" (include "keymount.name" .)) -}}
+{{- end -}}
+
+{{/*
+keymount.componentLabels: the labels of an object of a component with its
+own app.kubernetes.io/name (a provider). Call with (dict "root" $ "name" N).
+*/}}
+{{- define "keymount.componentLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 app.kubernetes.io/part-of: keymount
-{{- with .Values.commonLabels }}
+{{- with .root.Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
 
 {{/*
-keymount.selectorLabels: the node DaemonSet's selector (immutable: never
-add to it).
+keymount.selectorLabels: the node DaemonSet's selector, the kustomize
+base's (immutable: never change it). A cluster runs one keymount (one
+CSIDriver, one socket path), so the release is not part of it, and
+`helm install --take-ownership` can adopt what `kubectl apply -k deploy/`
+created.
 */}}
 {{- define "keymount.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "keymount.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: node
 {{- end -}}
 
