@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -24,6 +25,7 @@ const deployDir = "../.."
 
 // kustomized is what a kustomization renders to.
 type kustomized struct {
+	objects      []*unstructured.Unstructured
 	daemonSets   map[string]*appsv1.DaemonSet
 	clusterRoles map[string]*rbacv1.ClusterRole
 	csiDriver    *storagev1.CSIDriver
@@ -77,6 +79,11 @@ func kustomize(t *testing.T, dir string, components ...string) *kustomized {
 		if err != nil {
 			t.Fatal(err)
 		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		out.objects = append(out.objects, u)
 		var target any
 		switch r.GetKind() {
 		case "DaemonSet":

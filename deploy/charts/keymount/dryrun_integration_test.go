@@ -1,6 +1,7 @@
 package keymount_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -19,14 +21,14 @@ import (
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
-// TestServerSideDryRun applies everything the chart installs (its CRDs and
-// every rendered object) with each values file to a real kube-apiserver
-// with the chart's CRDs installed, with server-side apply, dry run and
-// strict field validation: the API server's validation, defaulting and
-// admission accept them all.
-func TestServerSideDryRun(t *testing.T) {
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"crds"}})
-	ctx := t.Context()
+// applier applies objects of any kind with server-side apply.
+type applier struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+}
+
+func newApplier(t *testing.T, env *k8senv.Env) *applier {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -39,15 +41,60 @@ func TestServerSideDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
-	core, err := kubernetes.NewForConfig(env.Config)
+	return &applier{dyn: dyn, mapper: restmapper.NewDiscoveryRESTMapper(groups)}
+}
+
+// apply applies obj as manager, with strict field validation; dryRun asks
+// the API server to validate, default and admit it without storing it.
+func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured, manager string, dryRun bool) error {
+	gvk := obj.GroupVersionKind()
+	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return err
+	}
+	var ri dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		ri = a.dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
+	}
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	opts := metav1.PatchOptions{FieldManager: manager, Force: new(true), FieldValidation: "Strict"}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, opts)
+	return err
+}
+
+// crdNames lists the CustomResourceDefinitions on the API server.
+func (a *applier) crdNames(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	list, err := a.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	var names []string
+	for _, crd := range list.Items {
+		names = append(names, crd.GetName())
+	}
+	return names
+}
+
+// ensureNamespace creates the release's namespace (envtest's API server
+// has only default).
+func ensureNamespace(ctx context.Context, t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create namespace %s: %v", namespace, err)
 	}
+}
 
+// chartCRDs returns the chart's crds/ as objects.
+func chartCRDs(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
 	var crds []*unstructured.Unstructured
 	for _, f := range loadChart(t).CRDObjects() {
 		u := &unstructured.Unstructured{}
@@ -56,32 +103,29 @@ func TestServerSideDryRun(t *testing.T) {
 		}
 		crds = append(crds, u)
 	}
+	return crds
+}
+
+// TestServerSideDryRun applies everything the chart installs (its CRDs and
+// every rendered object) with each values file to a real kube-apiserver
+// with the chart's CRDs installed, with server-side apply, dry run and
+// strict field validation: the API server's validation, defaulting and
+// admission accept them all.
+func TestServerSideDryRun(t *testing.T) {
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"crds"}})
+	ctx := t.Context()
+	ensureNamespace(ctx, t, kubernetes.NewForConfigOrDie(env.Config))
+	a := newApplier(t, env)
+	crds := chartCRDs(t)
 	for _, file := range valuesFiles {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			objs := append(append([]*unstructured.Unstructured{}, crds...), render(t, file).objects...)
 			for _, obj := range objs {
-				gvk := obj.GroupVersionKind()
-				m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-				if err != nil {
-					t.Errorf("%s %s: %v", gvk, obj.GetName(), err)
-					continue
+				if ns := obj.GetNamespace(); ns != "" && ns != namespace {
+					t.Errorf("%s %s is in namespace %q, want the release's %q", obj.GetKind(), obj.GetName(), ns, namespace)
 				}
-				var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-				if m.Scope.Name() == meta.RESTScopeNameNamespace {
-					if obj.GetNamespace() != namespace {
-						t.Errorf("%s %s is in namespace %q, want the release's %q", gvk.Kind, obj.GetName(), obj.GetNamespace(), namespace)
-					}
-					ri = dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
-				}
-				data, err := obj.MarshalJSON()
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
-					FieldManager: "helm", Force: new(true), DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict",
-				})
-				if err != nil {
-					t.Errorf("%s %s: server-side dry run: %v", gvk.Kind, obj.GetName(), err)
+				if err := a.apply(ctx, obj, "helm", true); err != nil {
+					t.Errorf("%s %s: server-side dry run: %v", obj.GetKind(), obj.GetName(), err)
 				}
 			}
 			t.Logf("applied %d objects with server-side dry run", len(objs))
