@@ -154,8 +154,11 @@ func checkVersion(dir, version string) error {
 		{"keymount-provider-aws", "--version"}, {"keymount", "version"},
 	} {
 		out, err := exec.Command(filepath.Join(dir, c[0]), c[1:]...).CombinedOutput()
-		if err != nil || !bytes.Contains(out, []byte(version)) {
-			return fmt.Errorf("%s %s printed %q (%v), want the version %s", c[0], c[1], out, err, version)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w (it printed %q)", c[0], c[1], err, out)
+		}
+		if !bytes.Contains(out, []byte(version)) {
+			return fmt.Errorf("%s %s printed %q, want the version %s", c[0], c[1], out, version)
 		}
 	}
 	return nil

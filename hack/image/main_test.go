@@ -33,58 +33,72 @@ func TestImages(t *testing.T) {
 		t.Fatalf("building the images: %v\n%s", err, b)
 	}
 	for _, im := range images {
-		p, err := layout.FromPath(filepath.Join(out, im.name))
-		if err != nil {
-			t.Fatalf("%s: %v", im.name, err)
-		}
-		root, err := p.ImageIndex()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rm, err := root.IndexManifest()
-		if err != nil || len(rm.Manifests) != 1 {
-			t.Fatalf("%s: layout index %+v, %v", im.name, rm, err)
-		}
-		if ref := rm.Manifests[0].Annotations["org.opencontainers.image.ref.name"]; ref != "registry.example/km/"+im.name+":v0.0.0-test-abc" {
-			t.Errorf("%s: named %q", im.name, ref)
-		}
-		idx, err := root.ImageIndex(rm.Manifests[0].Digest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		im2, err := idx.IndexManifest()
-		if err != nil || len(im2.Manifests) != 1 || im2.Manifests[0].Platform.Architecture != runtime.GOARCH {
-			t.Fatalf("%s: platforms %+v, %v", im.name, im2, err)
-		}
-		img, err := idx.Image(im2.Manifests[0].Digest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := img.ConfigFile()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.Config.User != im.user || cfg.Config.Labels["org.opencontainers.image.version"] != version ||
-			!slices.Equal(cfg.Config.Entrypoint, []string{"/usr/local/bin/" + im.bins[0]}) {
-			t.Errorf("%s: user %q, version label %q, entrypoint %q", im.name, cfg.Config.User,
-				cfg.Config.Labels["org.opencontainers.image.version"], cfg.Config.Entrypoint)
-		}
-		if strings.HasPrefix(im.name, "keymount-provider") && (cfg.Config.User == "" || strings.HasPrefix(cfg.Config.User, "0")) {
-			t.Errorf("%s runs as root", im.name)
-		}
-		files := layerFiles(t, img)
-		for _, b := range im.bins {
-			if !files["usr/local/bin/"+b] {
-				t.Errorf("%s: no /usr/local/bin/%s in %v", im.name, b, files)
-			}
-		}
-		if im.ca != files["etc/ssl/certs/ca-certificates.crt"] {
-			t.Errorf("%s: CA certificates present %v, want %v", im.name, files["etc/ssl/certs/ca-certificates.crt"], im.ca)
-		}
-		if _, err := tarball.ImageFromPath(filepath.Join(out, im.name+"-"+runtime.GOARCH+".tar"), nil); err != nil {
-			t.Errorf("%s: the host's image archive: %v", im.name, err)
+		checkImage(t, out, version, im)
+	}
+}
+
+// checkImage reads one image back from out and checks it.
+func checkImage(t *testing.T, out, version string, im image) {
+	t.Helper()
+	img := hostImage(t, filepath.Join(out, im.name), "registry.example/km/"+im.name+":v0.0.0-test-abc")
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config.User != im.user || cfg.Config.Labels["org.opencontainers.image.version"] != version ||
+		!slices.Equal(cfg.Config.Entrypoint, []string{"/usr/local/bin/" + im.bins[0]}) {
+		t.Errorf("%s: user %q, version label %q, entrypoint %q", im.name, cfg.Config.User,
+			cfg.Config.Labels["org.opencontainers.image.version"], cfg.Config.Entrypoint)
+	}
+	if strings.HasPrefix(im.name, "keymount-provider") && (cfg.Config.User == "" || strings.HasPrefix(cfg.Config.User, "0")) {
+		t.Errorf("%s runs as root", im.name)
+	}
+	files := layerFiles(t, img)
+	for _, b := range im.bins {
+		if !files["usr/local/bin/"+b] {
+			t.Errorf("%s: no /usr/local/bin/%s in %v", im.name, b, files)
 		}
 	}
+	if im.ca != files["etc/ssl/certs/ca-certificates.crt"] {
+		t.Errorf("%s: CA certificates present %v, want %v", im.name, files["etc/ssl/certs/ca-certificates.crt"], im.ca)
+	}
+	if _, err := tarball.ImageFromPath(filepath.Join(out, im.name+"-"+runtime.GOARCH+".tar"), nil); err != nil {
+		t.Errorf("%s: the host's image archive: %v", im.name, err)
+	}
+}
+
+// hostImage opens the OCI layout in dir, checks its one index is named ref
+// and holds the host's platform only, and returns that image.
+func hostImage(t *testing.T, dir, ref string) v1.Image {
+	t.Helper()
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := p.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := root.IndexManifest()
+	if err != nil || len(rm.Manifests) != 1 {
+		t.Fatalf("%s: layout index %+v, %v", dir, rm, err)
+	}
+	if got := rm.Manifests[0].Annotations["org.opencontainers.image.ref.name"]; got != ref {
+		t.Errorf("%s: named %q, want %q", dir, got, ref)
+	}
+	idx, err := root.ImageIndex(rm.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil || len(im.Manifests) != 1 || im.Manifests[0].Platform.Architecture != runtime.GOARCH {
+		t.Fatalf("%s: platforms %+v, %v", dir, im, err)
+	}
+	img, err := idx.Image(im.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
 }
 
 // layerFiles lists the regular files of the image's filesystem.

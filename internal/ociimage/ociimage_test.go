@@ -153,19 +153,26 @@ func TestIndexLayout(t *testing.T) {
 	got := map[string]bool{}
 	for _, d := range im.Manifests {
 		got[d.Platform.OS+"/"+d.Platform.Architecture] = true
-		img, err := inner.Image(d.Digest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := img.ConfigFile()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.Architecture != d.Platform.Architecture || cfg.Config.User != "65532:65532" || !slices.Equal(cfg.Config.Env, []string{"PATH=/usr/local/bin"}) {
-			t.Errorf("%s image config: arch %s user %q env %q", d.Platform.Architecture, cfg.Architecture, cfg.Config.User, cfg.Config.Env)
-		}
+		checkPlatformImage(t, inner, d)
 	}
 	if !got["linux/amd64"] || !got["linux/arm64"] || len(got) != 2 {
 		t.Errorf("platforms %v, want linux/amd64 and linux/arm64", got)
+	}
+}
+
+// checkPlatformImage checks the image d names in idx is of d's platform,
+// with the user and PATH TestIndexLayout built it with.
+func checkPlatformImage(t *testing.T, idx v1.ImageIndex, d v1.Descriptor) {
+	t.Helper()
+	img, err := idx.Image(d.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Architecture != d.Platform.Architecture || cfg.Config.User != "65532:65532" || !slices.Equal(cfg.Config.Env, []string{"PATH=/usr/local/bin"}) {
+		t.Errorf("%s image config: arch %s user %q env %q", d.Platform.Architecture, cfg.Architecture, cfg.Config.User, cfg.Config.Env)
 	}
 }
