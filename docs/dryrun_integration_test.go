@@ -8,14 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"github.com/keymount/keymount/tests/k8senv"
@@ -32,19 +27,10 @@ const exampleNamespace = "default"
 func TestExamplesApplyDryRun(t *testing.T) {
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	ctx := t.Context()
-	dyn, err := dynamic.NewForConfig(env.Config)
+	applier, err := env.NewApplier()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, err := restmapper.GetAPIGroupResources(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
 	core, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -87,29 +73,8 @@ func TestExamplesApplyDryRun(t *testing.T) {
 	}
 	applied := 0
 	for _, o := range objs {
-		gvk := o.obj.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Errorf("%s: %s: %v", o.from, gvk, err)
-			continue
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			ns := o.obj.GetNamespace()
-			if ns == "" {
-				ns = exampleNamespace
-			}
-			ri = dyn.Resource(m.Resource).Namespace(ns)
-		}
-		data, err := o.obj.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = ri.Patch(ctx, o.obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
-			FieldManager: "docs-test", Force: new(true), DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict",
-		})
-		if err != nil {
-			t.Errorf("%s: %s %q: server-side dry run: %v", o.from, gvk.Kind, o.obj.GetName(), err)
+		if err := applier.Apply(ctx, o.obj, "docs-test", exampleNamespace, true); err != nil {
+			t.Errorf("%s: %s %q: server-side dry run: %v", o.from, o.obj.GetKind(), o.obj.GetName(), err)
 			continue
 		}
 		applied++

@@ -9,15 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"github.com/keymount/keymount/tests/k8senv"
@@ -25,55 +20,28 @@ import (
 
 // applier applies objects of any kind with server-side apply.
 type applier struct {
-	dyn    dynamic.Interface
-	mapper meta.RESTMapper
+	*k8senv.Applier
 }
 
 func newApplier(t *testing.T, env *k8senv.Env) *applier {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(env.Config)
+	a, err := env.NewApplier()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, err := restmapper.GetAPIGroupResources(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &applier{dyn: dyn, mapper: restmapper.NewDiscoveryRESTMapper(groups)}
+	return &applier{a}
 }
 
 // apply applies obj as manager, with strict field validation; dryRun asks
 // the API server to validate, default and admit it without storing it.
 func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured, manager string, dryRun bool) error {
-	gvk := obj.GroupVersionKind()
-	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return err
-	}
-	var ri dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		ri = a.dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
-	}
-	data, err := obj.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	opts := metav1.PatchOptions{FieldManager: manager, Force: new(true), FieldValidation: "Strict"}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, opts)
-	return err
+	return a.Apply(ctx, obj, manager, "", dryRun)
 }
 
 // crdNames lists the CustomResourceDefinitions on the API server.
 func (a *applier) crdNames(ctx context.Context, t *testing.T) []string {
 	t.Helper()
-	list, err := a.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).List(ctx, metav1.ListOptions{})
+	list, err := a.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
