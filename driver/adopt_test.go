@@ -170,3 +170,37 @@ func readFile(t *testing.T, p string) string {
 	}
 	return string(data)
 }
+
+// TestAdoptedRecordRemovedOnceItsTmpfsIsGone: the start-up sweep keeps the
+// record of an adopted volume while its tmpfs is at the target, and removes
+// it once the tmpfs is gone (the upstream driver unpublished it after a
+// rollback): nothing of keymount's stays in the state directory.
+func TestAdoptedRecordRemovedOnceItsTmpfsIsGone(t *testing.T) {
+	n := newTestNode(t)
+	target := n.target("adopted")
+	upstreamTarget(t, target, map[string]string{"a": "old"}, false)
+	n.provider.files = []*v1alpha1.File{{Path: "a", Mode: 0o644, Contents: []byte("new")}}
+	if err := n.publish(t, target); err != nil {
+		t.Fatalf("republish of an upstream volume: %v", err)
+	}
+	vols := n.srv.d.deps.Volumes
+	dir := vols.Lookup("csi-adopted").Dir
+	if _, err := vols.RemoveOrphans(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the sweep removed the record of an adopted volume still mounted: %v", err)
+	}
+
+	// The upstream driver, back after a rollback, unpublishes it.
+	if err := unix.Unmount(target, 0); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := vols.RemoveOrphans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) || removed != 1 {
+		t.Errorf("after the upstream unpublish: the record's dir %v, %d removed; want it gone, 1 removed", err, removed)
+	}
+}

@@ -154,6 +154,30 @@ func (m *Manager) RemoveAdopted(v *Volume) error {
 // holdsAdoptedRecord reports whether dir (a volume directory without a
 // tmpfs) holds the record of an adopted volume, which the start-up
 // clean-up must keep.
+// adoptedStillMounted reports whether dir holds the record of an adopted
+// volume whose tmpfs (its recorded device) is still mounted at its target,
+// by the mount table at (mount point → devices).
+func adoptedStillMounted(dir string, at map[string][][2]int) bool {
+	data, err := os.ReadFile(filepath.Join(dir, recordFile))
+	if err != nil {
+		return false
+	}
+	var r struct {
+		Adopted    bool   `json:"adopted"`
+		TargetPath string `json:"targetPath"`
+		Device     uint64 `json:"adoptedDevice"`
+	}
+	if json.Unmarshal(data, &r) != nil || !r.Adopted {
+		return false
+	}
+	for _, dev := range at[r.TargetPath] {
+		if unix.Mkdev(uint32(dev[0]), uint32(dev[1])) == r.Device { //nolint:gosec // G115: device numbers are small and non-negative
+			return true
+		}
+	}
+	return false
+}
+
 func holdsAdoptedRecord(dir string) bool {
 	data, err := os.ReadFile(filepath.Join(dir, recordFile))
 	if err != nil {

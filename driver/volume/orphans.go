@@ -26,9 +26,11 @@ func (m *Manager) RemoveOrphans() (int, error) {
 	// its data directory share one.
 	uses := map[[2]int]int{}
 	ours := map[string][2]int{} // volume dir -> device
+	at := map[string][][2]int{} // mount point -> devices mounted there
 	for _, mi := range infos {
 		dev := [2]int{mi.Major, mi.Minor}
 		uses[dev]++
+		at[mi.MountPoint] = append(at[mi.MountPoint], dev)
 		// Every directory right under the root is a volume: keymount's own
 		// ("v-<hash>"), or one of an older keymount named after its ID.
 		if filepath.Dir(mi.MountPoint) == m.root {
@@ -56,8 +58,19 @@ func (m *Manager) RemoveOrphans() (int, error) {
 			}
 			logRemoved(dir, "no target shows it")
 			removed++
-		case holdsAdoptedRecord(dir):
+		case adoptedStillMounted(dir, at):
 			continue // a volume adopted from the upstream driver: its tmpfs is at the target
+		case holdsAdoptedRecord(dir):
+			// Adopted, but its tmpfs is gone from the target (the upstream
+			// driver unpublished it after a rollback, or the node was
+			// rebooted): only the record is left.
+			if err := os.RemoveAll(dir); err != nil {
+				errs = append(errs, fmt.Errorf("remove the record of a volume no longer mounted: %w", err))
+			} else {
+				logRemoved(dir, "an adopted volume no longer mounted at its target")
+				removed++
+			}
+			continue
 		}
 		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove orphaned volume dir: %w", err))
