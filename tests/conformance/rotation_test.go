@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/keymount/keymount/driver"
@@ -58,13 +60,7 @@ func (a *annotations) setPod(k, v string) {
 // fully; it fails after a deadline only a stuck test reaches.
 func waitForFiles(t *testing.T, target string, want map[string]file) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !sameContents(target, want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the volume at %s did not show the wanted files within 30s", target)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the condition, not waiting for time
-	}
+	pollUntil(t, "the volume at "+target+" to show the wanted files", func() bool { return sameContents(target, want) })
 	assertFiles(t, target, want)
 }
 
@@ -81,15 +77,20 @@ func sameContents(target string, want map[string]file) bool {
 // waitForRecord waits until v's record satisfies ok.
 func waitForRecord(t *testing.T, h *harness.Harness, v harness.Volume, ok func(*volume.Record) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if rec, err := h.Record(v.ID); err == nil && rec != nil && ok(rec) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the record of %s did not reach the wanted state within 30s", v.ID)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the condition, not waiting for time
+	pollUntil(t, "the record of "+v.ID+" to reach the wanted state", func() bool {
+		rec, err := h.Record(v.ID)
+		return err == nil && rec != nil && ok(rec)
+	})
+}
+
+// pollUntil waits until cond holds, failing after a deadline only a stuck
+// test reaches.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 

@@ -334,8 +334,9 @@ func TestManyVolumesFrequentRepublishes(t *testing.T) {
 	calls := n.providerCalls(t)
 	var republishes, failures atomic.Int64
 	stop := time.Now().Add(duration)
+	republish := time.NewTicker(period) // kubelet's cadence
+	defer republish.Stop()
 	for round := 0; time.Now().Before(stop) || round == 0; round++ {
-		next := time.Now().Add(period)
 		var wg sync.WaitGroup
 		for _, r := range reqs {
 			wg.Go(func() {
@@ -347,7 +348,7 @@ func TestManyVolumesFrequentRepublishes(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		time.Sleep(time.Until(next)) // kubelet's cadence, not a wait for a condition
+		<-republish.C
 	}
 	made := n.providerCalls(t) - calls
 	bound := volumes * (int(duration/interval) + 2)
