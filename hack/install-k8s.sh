@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the integration, end-to-end and real-node test tiers run: a
 # real kube-apiserver, kube-controller-manager (for the garbage collector),
-# kubelet and etcd, plus containerd, runc and the CNI plugins of the real node,
+# kube-scheduler (for pods without a node, such as a DaemonSet's), kubelet and
+# etcd, plus containerd, runc and the CNI plugins of the real node,
 # all in one directory that controller-runtime's envtest reads through
 # KUBEBUILDER_ASSETS:
 #
 #   $KEYMOUNT_CACHE/k8s/<version>/kube-apiserver           built from hack/k8s
 #   $KEYMOUNT_CACHE/k8s/<version>/kube-controller-manager  built from hack/k8s
+#   $KEYMOUNT_CACHE/k8s/<version>/kube-scheduler           built from hack/k8s
 #   $KEYMOUNT_CACHE/k8s/<version>/kubelet                  built from hack/k8s
 #   $KEYMOUNT_CACHE/k8s/<version>/etcd -> /usr/bin/etcd    Debian's etcd-server
 #   $KEYMOUNT_CACHE/k8s/<version>/{containerd,containerd-shim-runc-v2,ctr}
@@ -34,7 +36,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${KEYMOUNT_CACHE:-$HOME/.cache/keymount}
 go=${GO:-go}
 mod=$root/hack/k8s
-binaries=(kube-apiserver kube-controller-manager kubelet)
+binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
 
 die() {
 	echo "install-k8s: $*" >&2

@@ -13,8 +13,8 @@ import (
 // StopAPIServer stops kube-apiserver and returns once it has exited. etcd
 // keeps running, and with it everything stored: until StartAPIServer,
 // connections to Config.Host are refused, as they are by a crashed or
-// restarting API server. kube-controller-manager, when there is one, keeps
-// running and reconnects.
+// restarting API server. kube-controller-manager and kube-scheduler, when
+// they run, keep running and reconnect.
 func (e *Env) StopAPIServer(t testing.TB) {
 	t.Helper()
 	e.apiServerMu.Lock()

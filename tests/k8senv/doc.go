@@ -1,12 +1,14 @@
 // Package k8senv starts a real Kubernetes control plane for the integration
 // and end-to-end test tiers: etcd and kube-apiserver through
 // controller-runtime's envtest, and optionally kube-controller-manager for
-// the garbage collector, all listening on 127.0.0.1 only.
+// the garbage collector and kube-scheduler to bind pods to nodes, all
+// listening on 127.0.0.1 only.
 //
 //	env := k8senv.Start(t, k8senv.Options{
 //		CRDDirectoryPaths: []string{"../../deploy/crds"},
 //		AuditLog:          true,
 //		ControllerManager: true,
+//		Scheduler:         true,
 //	})
 //	client := kubernetes.NewForConfigOrDie(env.Config) // system:masters
 //	path, cfg := env.KubeconfigFor(t, "system:node:node-1", []string{"system:nodes"})
@@ -21,9 +23,9 @@
 //	env.StartAPIServer(t) // clients made before work again
 //
 // The binaries come from KUBEBUILDER_ASSETS, the directory `make k8s-env`
-// fills (hack/install-k8s.sh: kube-apiserver and kube-controller-manager
-// built from hack/k8s, etcd from Debian's etcd-server). `make test` sets the
-// variable; to run a test by hand:
+// fills (hack/install-k8s.sh: kube-apiserver, kube-controller-manager and
+// kube-scheduler built from hack/k8s, etcd from Debian's etcd-server).
+// `make test` sets the variable; to run a test by hand:
 //
 //	make k8s-env
 //	KUBEBUILDER_ASSETS=$(hack/install-k8s.sh --print-assets-dir) go test ./tests/...
@@ -34,7 +36,7 @@
 // configures the signing key and the issuer). envtest disables the
 // ServiceAccount admission plugin, so a Pod's spec.serviceAccountName is not
 // defaulted and no "default" ServiceAccount is created: set it, and create
-// the ServiceAccount, yourself.
+// the ServiceAccount, yourself (or set Options.ServiceAccountAdmission).
 //
 // Everything is stopped by t.Cleanup. The processes also die with the test
 // binary, even when it is killed or times out: they are started with a

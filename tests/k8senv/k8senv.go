@@ -12,16 +12,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// AssetsEnv names the directory holding kube-apiserver, etcd and
-// kube-controller-manager; `make k8s-env` fills it and `make test` sets it.
+// AssetsEnv names the directory holding kube-apiserver, etcd,
+// kube-controller-manager and kube-scheduler; `make k8s-env` fills it and
+// `make test` sets it.
 const AssetsEnv = "KUBEBUILDER_ASSETS"
 
 // loopback is the only address anything here listens on.
 const loopback = "127.0.0.1"
 
 // startTimeout bounds the start of each process (etcd, kube-apiserver,
-// kube-controller-manager): envtest's default (20s) is short for a 2-core
-// machine that also runs other tests.
+// kube-controller-manager, kube-scheduler): envtest's default (20s) is short
+// for a 2-core machine that also runs other tests.
 const startTimeout = 90 * time.Second
 
 // Options choose what Start runs besides etcd and kube-apiserver.
@@ -38,6 +39,21 @@ type Options struct {
 	// Controllers are kube-controller-manager controllers to run besides
 	// the garbage collector (e.g. "job-controller"), with ControllerManager.
 	Controllers []string
+	// Scheduler also runs kube-scheduler, so pods without spec.nodeName
+	// (e.g. DaemonSet pods) are bound to a node. Admission taints every new
+	// Node node.kubernetes.io/not-ready:NoSchedule until
+	// node-lifecycle-controller (run only if in Controllers) removes it
+	// from a Ready node: while it stays, only pods that tolerate it are
+	// bound (keymount's chart tolerates every taint; a DaemonSet's default
+	// tolerations do not cover it).
+	Scheduler bool
+	// ServiceAccountAdmission turns kube-apiserver's ServiceAccount
+	// admission plugin back on (envtest disables it), as in a cluster: a pod
+	// gets its namespace's "default" ServiceAccount when it names none and,
+	// unless it opts out, the projected API credentials volume
+	// (kube-api-access-*) in-cluster clients read. The ServiceAccount a pod
+	// names must exist.
+	ServiceAccountAdmission bool
 	// Dir is where the control plane keeps its data, certificates and logs;
 	// empty means a new t.TempDir(). Its removal is the caller's.
 	Dir string
@@ -63,9 +79,9 @@ type Env struct {
 }
 
 // Start starts etcd and kube-apiserver (and, with opts.ControllerManager,
-// kube-controller-manager) on 127.0.0.1 and returns once they serve. It fails
-// the test when KUBEBUILDER_ASSETS is unset or lacks a binary, or when
-// anything does not start.
+// kube-controller-manager, with opts.Scheduler, kube-scheduler) on 127.0.0.1
+// and returns once they serve. It fails the test when KUBEBUILDER_ASSETS is
+// unset or lacks a binary, or when anything does not start.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	assets := assetsDir(t)
@@ -119,6 +135,9 @@ func Start(t testing.TB, opts Options) *Env {
 	// and the cleanup return in seconds. Requests arriving while it drains
 	// get 429 with Retry-After, which clients retry.
 	args.Set("shutdown-send-retry-after", "true")
+	if opts.ServiceAccountAdmission {
+		args.Disable("disable-admission-plugins")
+	}
 
 	env := &Env{Envtest: te, owner: owner}
 	if opts.AuditLog {
@@ -138,14 +157,10 @@ func Start(t testing.TB, opts Options) *Env {
 	}
 
 	if opts.ControllerManager {
-		kubeconfig, _ := env.KubeconfigFor(t, "system:kube-controller-manager", []string{"system:masters"})
-		startControllerManager(t, owner, controllerManagerConfig{
-			path:       filepath.Join(assets, "kube-controller-manager"),
-			kubeconfig: kubeconfig,
-			certDir:    mkdir(t, dir, "kube-controller-manager"),
-			log:        logs.open("kube-controller-manager"),
-			extra:      opts.Controllers,
-		})
+		env.startComponent(t, controllerManager(opts.Controllers), assets, dir, logs)
+	}
+	if opts.Scheduler {
+		env.startComponent(t, scheduler(), assets, dir, logs)
 	}
 	return env
 }
@@ -173,7 +188,9 @@ func (e *Env) KubeconfigFor(t testing.TB, user string, groups []string) (path st
 	return path, rest.CopyConfig(u.Config())
 }
 
-// assetsDir returns KUBEBUILDER_ASSETS once it holds every binary.
+// assetsDir returns KUBEBUILDER_ASSETS once it holds every binary Start
+// may run, whatever the options ask for: `make k8s-env` installs them all,
+// and an environment that lacks one is out of date.
 func assetsDir(t testing.TB) string {
 	t.Helper()
 	const fix = "run `make k8s-env` and set " + AssetsEnv + "=$(hack/install-k8s.sh --print-assets-dir), or run the tests through `make test`"
@@ -182,7 +199,7 @@ func assetsDir(t testing.TB) string {
 		t.Fatalf("k8senv: %s is not set: %s", AssetsEnv, fix)
 	}
 	var missing []string
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		info, err := os.Stat(filepath.Join(dir, b)) //nolint:gosec // G703: KUBEBUILDER_ASSETS is the developer's own setting
 		if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
 			missing = append(missing, b)

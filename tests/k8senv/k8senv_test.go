@@ -37,7 +37,7 @@ const (
 func TestEnvironment(t *testing.T) {
 	var apiServer, etcd string
 	t.Run("running", func(t *testing.T) {
-		env := k8senv.Start(t, k8senv.Options{AuditLog: true, ControllerManager: true})
+		env := k8senv.Start(t, k8senv.Options{AuditLog: true, ControllerManager: true, Scheduler: true})
 		apiServer = env.Config.Host
 		etcd = env.Envtest.ControlPlane.Etcd.URL.String()
 		testRunning(t, env)
@@ -82,10 +82,11 @@ func testRunning(t *testing.T, env *k8senv.Env) {
 	})
 	t.Run("KubeconfigFor authenticates as the user", func(t *testing.T) { testKubeconfigFor(t, env) })
 	t.Run("garbage collector deletes a ConfigMap whose owner Pod is gone", func(t *testing.T) { testGarbageCollector(t, client) })
+	t.Run("scheduler binds a Pod to a Ready Node", func(t *testing.T) { testScheduler(t, client) })
 }
 
-// testLoopbackOnly checks every socket etcd, kube-apiserver and
-// kube-controller-manager listen on.
+// testLoopbackOnly checks every socket etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler listen on.
 func testLoopbackOnly(t *testing.T, env *k8senv.Env) {
 	if host, err := url.Parse(env.Config.Host); err != nil || host.Hostname() != "127.0.0.1" {
 		t.Errorf("admin config host = %q, want https://127.0.0.1:<port>", env.Config.Host)
@@ -110,7 +111,7 @@ func testLoopbackOnly(t *testing.T, env *k8senv.Env) {
 		}
 	}
 	slices.Sort(seen)
-	if want := []string{"etcd", "kube-apiserver", "kube-controller-manager"}; !slices.Equal(seen, want) {
+	if want := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}; !slices.Equal(seen, want) {
 		t.Errorf("child processes = %v, want %v", seen, want)
 	}
 }

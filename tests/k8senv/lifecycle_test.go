@@ -47,7 +47,7 @@ func TestStartFailsWithoutAssets(t *testing.T) {
 		want   string
 	}{
 		{name: "unset", assets: "", want: "KUBEBUILDER_ASSETS is not set"},
-		{name: "empty directory", assets: t.TempDir(), want: "lacks etcd, kube-apiserver, kube-controller-manager"},
+		{name: "empty directory", assets: t.TempDir(), want: "lacks etcd, kube-apiserver, kube-controller-manager, kube-scheduler"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(k8senv.AssetsEnv, tc.assets)
@@ -76,7 +76,7 @@ func TestHelperHoldsEnvironment(t *testing.T) {
 	if os.Getenv(holdEnv) != "1" {
 		return
 	}
-	k8senv.Start(t, k8senv.Options{ControllerManager: true})
+	k8senv.Start(t, k8senv.Options{ControllerManager: true, Scheduler: true})
 	var pids []string
 	for _, p := range childProcesses(t, os.Getpid()) {
 		if !p.zombie {
@@ -89,7 +89,8 @@ func TestHelperHoldsEnvironment(t *testing.T) {
 
 // TestProcessesDieWithTestBinary kills a test binary that holds an
 // environment, as go test's -timeout or a CI job's end would, and proves
-// that etcd, kube-apiserver and kube-controller-manager die with it.
+// that etcd, kube-apiserver, kube-controller-manager and kube-scheduler die
+// with it.
 func TestProcessesDieWithTestBinary(t *testing.T) {
 	// Orphaned by the kill, the helper's children become this process's
 	// children rather than init's, so the test can wait for them (and reap
@@ -139,8 +140,8 @@ func TestProcessesDieWithTestBinary(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the helper test binary did not start its environment within 3m")
 	}
-	if len(children) != 3 {
-		t.Fatalf("the helper runs %d processes (%v), want etcd, kube-apiserver and kube-controller-manager", len(children), children)
+	if len(children) != 4 {
+		t.Fatalf("the helper runs %d processes (%v), want etcd, kube-apiserver, kube-controller-manager and kube-scheduler", len(children), children)
 	}
 
 	killed = true
