@@ -45,7 +45,7 @@ func (h *heldRequests) hold(p *publishRequest, req *csi.NodePublishVolumeRequest
 	}
 	h.m[p.volumeID] = &heldRequest{
 		req: req, namespace: p.podNamespace, pod: p.podName, class: p.className,
-		expires: tokensExpire(req.GetVolumeContext()[AttrTokens]), running: running,
+		expires: tokensExpire(requestTokens(req)), running: running,
 	}
 }
 
@@ -85,6 +85,16 @@ func (h *heldRequests) done(volumeID string) {
 		r.running = false
 	}
 	h.mu.Unlock()
+}
+
+// requestTokens is kubelet's tokens attribute of req: in the secrets when
+// the CSIDriver sets serviceAccountTokenInSecrets (Kubernetes 1.35+), else
+// in the volume context.
+func requestTokens(req *csi.NodePublishVolumeRequest) string {
+	if t := req.GetSecrets()[AttrTokens]; t != "" {
+		return t
+	}
+	return req.GetVolumeContext()[AttrTokens]
 }
 
 // tokensExpire returns when the first of the service account tokens in

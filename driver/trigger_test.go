@@ -25,6 +25,24 @@ func TestTokensExpire(t *testing.T) {
 	}
 }
 
+// TestHeldRequestExpiresWithItsTokens: a held request expires with its
+// tokens wherever kubelet put them: the volume context, or the secrets
+// (serviceAccountTokenInSecrets).
+func TestHeldRequestExpiresWithItsTokens(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	tokens := `{"aud":{"token":"x","expirationTimestamp":"` + at.Format(time.RFC3339) + `"}}`
+	for name, req := range map[string]*csi.NodePublishVolumeRequest{
+		"volume context": {VolumeContext: map[string]string{AttrTokens: tokens}},
+		"secrets":        {Secrets: map[string]string{AttrTokens: tokens}},
+	} {
+		h := heldRequests{m: map[string]*heldRequest{}}
+		h.hold(&publishRequest{volumeID: "v"}, req)
+		if got := h.m["v"].expires; !got.Equal(at) {
+			t.Errorf("tokens in the %s: the held request expires %v, want %v", name, got, at)
+		}
+	}
+}
+
 func TestSweepDropsExpiredRequests(t *testing.T) {
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	h := heldRequests{m: map[string]*heldRequest{

@@ -99,8 +99,13 @@ func mergeInto(dst, src map[string]any) {
 // does and returns the manifests by template name, without NOTES.txt and
 // the empty ones.
 func renderRaw(ch *chart.Chart, vals map[string]any) (map[string]string, error) {
+	return renderRawAt(ch, vals, kubeVersion)
+}
+
+// renderRawAt is renderRaw for a cluster of version kv.
+func renderRawAt(ch *chart.Chart, vals map[string]any, kv chartutil.KubeVersion) (map[string]string, error) {
 	caps := chartutil.DefaultCapabilities.Copy()
-	caps.KubeVersion = kubeVersion
+	caps.KubeVersion = kv
 	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}
 	rv, err := chartutil.ToRenderValues(ch, vals, opts, caps)
 	if err != nil {

@@ -147,23 +147,30 @@ func podSpecToCompare(t *testing.T, ds *appsv1.DaemonSet, main string) corev1.Po
 // every ClusterRole both ship, for the base and for each component against
 // the chart values that mean the same.
 func TestDriverMatchesKustomize(t *testing.T) {
+	awsAudiences := []any{
+		map[string]any{"audience": "sts.amazonaws.com"}, map[string]any{"audience": "pods.eks.amazonaws.com"},
+	}
 	cases := []struct {
 		name       string
 		values     map[string]any
 		components []string
 	}{
+		// The chart sets serviceAccountTokenInSecrets where the API server
+		// takes it (1.35+, as the test's, and with tokenRequests); the base
+		// leaves it to a component listed after token-audiences.
 		{name: "base"},
+		{name: "base without the field", values: map[string]any{"serviceAccountTokenInSecrets": false}},
 		{name: "secret-sync", values: map[string]any{"syncSecret": map[string]any{"enabled": true}}, components: []string{"secret-sync"}},
 		{name: "registrar-sidecar", values: map[string]any{"linux": map[string]any{"registrar": map[string]any{"enabled": true}}}, components: []string{"registrar-sidecar"}},
 		{name: "restart-on-change", values: map[string]any{"restartOnChange": map[string]any{"enabled": true}}, components: []string{"restart-on-change"}},
-		{name: "token-audiences", values: map[string]any{"tokenRequests": []any{
-			map[string]any{"audience": "sts.amazonaws.com"}, map[string]any{"audience": "pods.eks.amazonaws.com"},
-		}}, components: []string{"token-audiences"}},
+		{name: "token-audiences", values: map[string]any{"serviceAccountTokenInSecrets": false, "tokenRequests": awsAudiences}, components: []string{"token-audiences"}},
+		{name: "token-in-secrets", values: map[string]any{"tokenRequests": awsAudiences}, components: []string{"token-audiences", "token-in-secrets"}},
 		{name: "all components", values: map[string]any{
 			"syncSecret":      map[string]any{"enabled": true},
 			"restartOnChange": map[string]any{"enabled": true},
 			"linux":           map[string]any{"registrar": map[string]any{"enabled": true}},
-		}, components: []string{"secret-sync", "registrar-sidecar", "restart-on-change"}},
+			"tokenRequests":   awsAudiences,
+		}, components: []string{"secret-sync", "registrar-sidecar", "restart-on-change", "token-audiences", "token-in-secrets"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -232,5 +233,79 @@ func TestSidecarPortMustDiffer(t *testing.T) {
 	}
 	if _, err := renderRaw(loadChart(t), vals); err == nil || !strings.Contains(err.Error(), "must differ") {
 		t.Errorf("render with both on 9808: %v, want a refusal", err)
+	}
+}
+
+// TestHostNetwork: on the node's network the driver's health server and
+// the livenessprobe sidecar listen on 127.0.0.1 only and kubelet's probes
+// ask there; the local provider follows its own key; off, neither is on
+// the node's network.
+func TestHostNetwork(t *testing.T) {
+	r := renderValues(t, map[string]any{
+		"linux":     map[string]any{"hostNetwork": true, "livenessProbe": map[string]any{"enabled": true}},
+		"providers": map[string]any{"local": map[string]any{"enabled": true, "hostNetwork": true}},
+	})
+	ds, c := r.driver(t)
+	pod := ds.Spec.Template.Spec
+	if !pod.HostNetwork || pod.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+		t.Errorf("hostNetwork %v, dnsPolicy %q: want the node's network with cluster DNS", pod.HostNetwork, pod.DNSPolicy)
+	}
+	if !hasArg(c.Args, "--health-addr=127.0.0.1:9809") {
+		t.Errorf("args %q: want the health server on 127.0.0.1:9809", c.Args)
+	}
+	if c.LivenessProbe.HTTPGet.Host != "127.0.0.1" || c.ReadinessProbe.HTTPGet.Host != "127.0.0.1" {
+		t.Errorf("probes ask %q and %q, want 127.0.0.1", c.LivenessProbe.HTTPGet.Host, c.ReadinessProbe.HTTPGet.Host)
+	}
+	if probe := container(t, &pod, "liveness-probe"); !hasArg(probe.Args, "--http-endpoint=127.0.0.1:9808") {
+		t.Errorf("livenessprobe args %q: want it on 127.0.0.1:9808", probe.Args)
+	}
+	local := r.daemonSets[releaseName+"-provider-local"]
+	if local == nil || !local.Spec.Template.Spec.HostNetwork {
+		t.Errorf("the local provider is not on the node's network: %v", local)
+	}
+
+	r = renderValues(t, map[string]any{"providers": map[string]any{"local": map[string]any{"enabled": true}}})
+	ds, c = r.driver(t)
+	if ds.Spec.Template.Spec.HostNetwork || r.daemonSets[releaseName+"-provider-local"].Spec.Template.Spec.HostNetwork {
+		t.Error("by default a pod of the chart is on the node's network")
+	}
+	if !hasArg(c.Args, "--health-addr=:9809") || c.LivenessProbe.HTTPGet.Host != "" {
+		t.Errorf("args %q, probe host %q: want the health server on every address of the pod", c.Args, c.LivenessProbe.HTTPGet.Host)
+	}
+}
+
+// TestTokenInSecretsWhereKnown: the CSIDriver asks for the tokens in the
+// secrets field on clusters that know the field (1.35+), by default; an
+// older API server would refuse it, so it is left out there; off, never;
+// nor when no token is requested (the API server refuses that too, and
+// the defaults request none).
+func TestTokenInSecretsWhereKnown(t *testing.T) {
+	ch := loadChart(t)
+	vault := map[string]any{"tokenRequests": []any{map[string]any{"audience": "vault"}}}
+	for _, tc := range []struct {
+		kv   chartutil.KubeVersion
+		vals map[string]any
+		want bool
+	}{
+		{chartutil.KubeVersion{Version: "v1.35.0", Major: "1", Minor: "35"}, vault, true},
+		{chartutil.KubeVersion{Version: "v1.36.2-eks-1234", Major: "1", Minor: "36"}, vault, true},
+		{chartutil.KubeVersion{Version: "v1.34.3", Major: "1", Minor: "34"}, vault, false},
+		{kubeVersion, map[string]any{"serviceAccountTokenInSecrets": false, "tokenRequests": vault["tokenRequests"]}, false},
+		// The AWS provider's audiences count as requested tokens.
+		{kubeVersion, map[string]any{"providers": map[string]any{"aws": map[string]any{"enabled": true}}}, true},
+		// No token requested (the defaults): the API server refuses the field.
+		{kubeVersion, nil, false},
+	} {
+		out, err := renderRawAt(ch, tc.vals, tc.kv)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.kv.Version, err)
+		}
+		var d storagev1.CSIDriver
+		if err := yaml.UnmarshalStrict([]byte(out["keymount/templates/csidriver.yaml"]), &d); err != nil {
+			t.Fatalf("%s: %v", tc.kv.Version, err)
+		}
+		if got := d.Spec.ServiceAccountTokenInSecrets != nil && *d.Spec.ServiceAccountTokenInSecrets; got != tc.want {
+			t.Errorf("Kubernetes %s, values %v: serviceAccountTokenInSecrets %v, want %v", tc.kv.Version, tc.vals, got, tc.want)
+		}
 	}
 }
