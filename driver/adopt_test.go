@@ -204,3 +204,62 @@ func TestAdoptedRecordRemovedOnceItsTmpfsIsGone(t *testing.T) {
 		t.Errorf("after the upstream unpublish: the record's dir %v, %d removed; want it gone, 1 removed", err, removed)
 	}
 }
+
+// TestDriverRestartRightAfterAdoption: a driver that adopted an upstream
+// volume and restarts at once (a rollout during the switch) keeps it: the
+// start-up sweep leaves the adopted volume's record while its tmpfs is at
+// the target, the next republish writes into that same mount (no mount
+// stacked over what the container holds), and unpublish unmounts it and
+// removes the record.
+func TestDriverRestartRightAfterAdoption(t *testing.T) {
+	n := newTestNode(t)
+	target := n.target("adopted")
+	upstreamTarget(t, target, map[string]string{"a": "old"}, false)
+	before := topMount(t, target)
+	n.provider.files = []*v1alpha1.File{{Path: "a", Mode: 0o644, Contents: []byte("new")}}
+	if err := n.publish(t, target); err != nil {
+		t.Fatalf("republish of an upstream volume: %v", err)
+	}
+
+	// The restart: a new volume manager and driver over the same state
+	// directory, nothing in memory, and the sweep Run does first.
+	vols, err := volume.NewManager(filepath.Join(n.base, "state"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(n.srv.d.cfg, Deps{Classes: n.srv.d.deps.Classes, Providers: n.provider, Volumes: vols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := vols.RemoveOrphans(); err != nil || removed != 0 {
+		t.Fatalf("the start-up sweep after an adoption: %d removed, %v; want the adopted volume kept", removed, err)
+	}
+	n.srv = &nodeServer{d: d}
+	rec := n.record(t, target)
+	if !rec.Adopted {
+		t.Fatalf("after the restart the volume's record says adopted=%t", rec.Adopted)
+	}
+
+	n.provider.files = []*v1alpha1.File{{Path: "a", Mode: 0o644, Contents: []byte("after-restart")}}
+	n.provider.version = "2"
+	if err := n.publish(t, target); err != nil {
+		t.Fatalf("republish after the restart: %v", err)
+	}
+	if got := readFile(t, filepath.Join(target, "a")); got != "after-restart" {
+		t.Errorf("after the restart the target reads %q, want after-restart", got)
+	}
+	if after := topMount(t, target); after.ID != before.ID {
+		t.Errorf("the target's mount changed from %d to %d after the restart: a mount was stacked over the adopted volume", before.ID, after.ID)
+	}
+
+	req := &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-adopted", TargetPath: target}
+	if _, err := n.srv.NodeUnpublishVolume(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := mountinfo.GetMounts(mountinfo.SingleEntryFilter(target)); len(ms) != 0 {
+		t.Errorf("%d mounts left at the target after unpublish", len(ms))
+	}
+	if _, err := os.Stat(vols.Lookup("csi-adopted").Dir); !os.IsNotExist(err) {
+		t.Errorf("the adopted volume's state after unpublish: %v", err)
+	}
+}

@@ -65,6 +65,16 @@ type Cluster interface {
 	Synced() bool
 }
 
+// FirstSyncer is implemented by a Cluster that syncs Secrets: on a first
+// publish whose class syncs a Secret that does not exist yet, the driver
+// calls SyncMissing before kubelet hears back, so that containers reading
+// the Secret through env or envFrom start without a
+// CreateContainerConfigError. It is bounded by its own short deadline and
+// never fails the publish: AfterPublish writes whatever it could not.
+type FirstSyncer interface {
+	SyncMissing(ctx context.Context, o *Outcome)
+}
+
 // UpstreamChecker is implemented by a Cluster that can tell whether the
 // upstream Secrets Store CSI Driver published a volume: the pod status it
 // wrote for the pod's volume of the class says mounted at the target.

@@ -23,7 +23,8 @@ import (
 // nothing mounted; a republish that fails keeps the files the pod already
 // has, records the failure and succeeds, because kubelet deletes the mount
 // directory of a volume whose republish fails. The cluster side hears of
-// the outcome after the volume lock is released, asynchronously.
+// the outcome after the volume lock is released, asynchronously, but for
+// the Secrets a first publish syncs that do not exist yet.
 func (d *Driver) publish(ctx context.Context, req *csi.NodePublishVolumeRequest) error {
 	p, err := parsePublishRequest(req, d.cfg.KubeletRootDir)
 	if err != nil {
@@ -38,6 +39,7 @@ func (d *Driver) publish(ctx context.Context, req *csi.NodePublishVolumeRequest)
 		return d.publishLocked(ctx, p)
 	}()
 	if o != nil {
+		d.reporter.syncMissing(ctx, o)
 		d.reporter.published(o)
 	}
 	if err == nil {

@@ -194,6 +194,31 @@ func (c *Cluster) AfterPublish(ctx context.Context, o *driver.Outcome) error {
 	return errors.Join(syncErr, c.status.Publish(ctx, o, synced))
 }
 
+// firstSyncTimeout bounds the Secret sync a first publish waits for
+// (SyncMissing): kubelet's call must not wait long on the API server.
+const firstSyncTimeout = 5 * time.Second
+
+// SyncMissing syncs the Secrets of a first publish's class when one of them
+// does not exist yet, before kubelet hears back, so that a container
+// reading it through env or envFrom starts at once. Bounded by
+// firstSyncTimeout (or half the call's deadline); a failure is left to
+// AfterPublish, which syncs again in the background.
+func (c *Cluster) SyncMissing(ctx context.Context, o *driver.Outcome) {
+	if c.sync == nil || !c.sync.Missing(ctx, o) {
+		return
+	}
+	timeout := firstSyncTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl)/2)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.sync.Sync(ctx, o); err != nil {
+		klog.V(2).InfoS("the first publish's Secret sync did not finish before kubelet's answer; retrying in the background",
+			"volumeID", o.VolumeID, "pod", klog.KRef(o.PodNamespace, o.PodName), "err", err)
+	}
+}
+
 // AfterUnpublish removes the pod status of the volume.
 func (c *Cluster) AfterUnpublish(ctx context.Context, rec *volume.Record) error {
 	return c.status.Delete(ctx, rec)

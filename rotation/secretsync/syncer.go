@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -111,6 +113,25 @@ func (s *Syncer) Sync(ctx context.Context, o *driver.Outcome) (*metav1.Condition
 		return nil, nil
 	}
 	return condition(results)
+}
+
+// Missing reports whether the outcome's class syncs a Secret the node's
+// cache does not hold: one that does not exist yet (or that keymount does
+// not manage, which Sync refuses). It reads only the cache.
+func (s *Syncer) Missing(ctx context.Context, o *driver.Outcome) bool {
+	if !hasSomethingToSync(o) {
+		return false
+	}
+	for _, so := range o.Class.Spec.SecretObjects {
+		if so == nil || so.SecretName == "" {
+			continue
+		}
+		err := s.r.Get(ctx, types.NamespacedName{Namespace: o.PodNamespace, Name: so.SecretName}, &corev1.Secret{})
+		if err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // hasSomethingToSync reports whether the class lists Secrets and files are

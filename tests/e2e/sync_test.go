@@ -287,3 +287,32 @@ func TestSyncedSecretOwnedByReplicaSet(t *testing.T) {
 		return n.s.secret(t, ns, "web") == nil, nil
 	})
 }
+
+// TestFirstPublishWritesMissingSecretFirst: on a first publish whose class
+// syncs a Secret that does not exist yet, the Secret is written before
+// NodePublishVolume returns, as kubelet then starts the containers: one
+// reading it through env or envFrom would otherwise fail with
+// CreateContainerConfigError. Read live, right after the call, no waiting.
+func TestFirstPublishWritesMissingSecretFirst(t *testing.T) {
+	n := startNode(t, nodeOptions{})
+	ns := n.newNamespace(t)
+	token := []byte("tok-" + randomHex(8))
+	n.writeObject(t, "api/token", token)
+	n.createClass(t, ns, "api", "local", []object{{name: "api/token", alias: "token"}},
+		&secretsstorev1.SecretObject{
+			SecretName: "api-env",
+			Type:       string(corev1.SecretTypeOpaque),
+			Data:       []*secretsstorev1.SecretObjectData{{ObjectName: "token", Key: "TOKEN"}},
+		})
+	pod := n.createPod(t, ns, "api", secretsVolume{name: "secrets", class: "api"})
+	n.mustPublish(t, pod, "secrets")
+
+	var s corev1.Secret
+	if err := n.s.ctrl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "api-env"}, &s); err != nil {
+		t.Fatalf("right after the first NodePublishVolume returned, the synced Secret: %v", err)
+	}
+	if !bytes.Equal(s.Data["TOKEN"], token) {
+		t.Errorf("the synced Secret holds %d bytes under TOKEN, not the mounted value", len(s.Data["TOKEN"]))
+	}
+	n.mustUnpublish(t, pod, "secrets")
+}
