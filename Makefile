@@ -44,8 +44,8 @@ TOOLS_BIN := $(KEYMOUNT_CACHE)/bin
 TOOLS_TMP := $(KEYMOUNT_CACHE)/tmp
 
 # The control plane of the integration, end-to-end and real-node tiers
-# (tests/k8senv, tests/nodeenv): kube-apiserver, kube-controller-manager and
-# kubelet built from the helper module
+# (tests/k8senv, tests/nodeenv): kube-apiserver, kube-controller-manager,
+# kube-scheduler and kubelet built from the helper module
 # hack/k8s (its go.mod pins the Kubernetes version: change it with
 # hack/update-k8s.sh), etcd from Debian, all in one versioned directory under
 # the cache that `make k8s-env` fills and every go test run gets as
@@ -130,11 +130,11 @@ test-node: require-root k8s-env ## The real-node tier: kubelet + containerd + ru
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./tests/nodeenv/... ./tests/node/...
 
 # k8s-env: install etcd, containerd, runc and the CNI plugins (Debian, never
-# started as services) and build kube-apiserver, kube-controller-manager and
-# kubelet once per Kubernetes version (a cold build takes minutes; later runs
-# find the binaries and return).
+# started as services) and build kube-apiserver, kube-controller-manager,
+# kube-scheduler and kubelet once per Kubernetes version (a cold build takes
+# minutes; later runs find the binaries and return).
 .PHONY: k8s-env
-k8s-env: ## Install the test control plane and node into KEYMOUNT_CACHE/k8s/<version> (etcd, kube-apiserver, kube-controller-manager, kubelet, containerd, runc, CNI)
+k8s-env: ## Install the test control plane and node into KEYMOUNT_CACHE/k8s/<version> (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, containerd, runc, CNI)
 	@KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-k8s.sh
 
 .PHONY: require-root

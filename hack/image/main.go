@@ -31,25 +31,6 @@ import (
 	"github.com/keymount/keymount/internal/ociimage"
 )
 
-// image is one image and the binaries it carries.
-type image struct {
-	name string
-	// bins are the cmd/ programs in /usr/local/bin; the first is the
-	// entrypoint.
-	bins []string
-	// user is "" for root: the driver mounts tmpfs volumes.
-	user string
-	ca   bool
-}
-
-// images: the node driver (with the CLI, for debugging in the pod) runs as
-// root because it mounts; the providers need no privilege.
-var images = []image{
-	{name: "keymount-driver", bins: []string{"keymount-driver", "keymount"}},
-	{name: "keymount-provider-local", bins: []string{"keymount-provider-local"}, user: "65532:65532"},
-	{name: "keymount-provider-aws", bins: []string{"keymount-provider-aws"}, user: "65532:65532", ca: true},
-}
-
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
@@ -87,37 +68,37 @@ func run() error {
 				return err
 			}
 		}
-		for _, im := range images {
-			img, err := build(im, goos, arch, *version, binDir, ca)
+		for _, im := range ociimage.Programs {
+			img, err := im.Build(goos, arch, *version, binDir, ca)
 			if err != nil {
 				return err
 			}
-			if built[im.name] == nil {
-				built[im.name] = map[string]v1.Image{}
+			if built[im.Name] == nil {
+				built[im.Name] = map[string]v1.Image{}
 			}
-			built[im.name][arch] = img
+			built[im.Name][arch] = img
 		}
 	}
-	for _, im := range images {
-		ref := fmt.Sprintf("%s/%s:%s", *registry, im.name, tag(*version))
+	for _, im := range ociimage.Programs {
+		ref := fmt.Sprintf("%s/%s:%s", *registry, im.Name, tag(*version))
 		var all []v1.Image
-		for _, img := range built[im.name] {
+		for _, img := range built[im.Name] {
 			all = append(all, img)
 		}
 		idx, err := ociimage.Index(all...)
 		if err != nil {
 			return err
 		}
-		if err := ociimage.WriteLayout(filepath.Join(*out, im.name), ref, idx); err != nil {
+		if err := ociimage.WriteLayout(filepath.Join(*out, im.Name), ref, idx); err != nil {
 			return err
 		}
-		if img, ok := built[im.name][runtime.GOARCH]; ok {
-			archive := filepath.Join(*out, im.name+"-"+runtime.GOARCH+".tar")
+		if img, ok := built[im.Name][runtime.GOARCH]; ok {
+			archive := filepath.Join(*out, im.Name+"-"+runtime.GOARCH+".tar")
 			if err := ociimage.WriteArchive(archive, ref, img); err != nil {
 				return err
 			}
 		}
-		fmt.Printf("image: %s (%d platforms) in %s\n", ref, len(all), filepath.Join(*out, im.name))
+		fmt.Printf("image: %s (%d platforms) in %s\n", ref, len(all), filepath.Join(*out, im.Name))
 	}
 	return nil
 }
@@ -133,8 +114,8 @@ func buildBinaries(goTool, goos, arch, version, dir string) error {
 		return err
 	}
 	args := []string{"build", "-trimpath", "-ldflags", "-s -w -X main.version=" + version, "-o", dir + "/"}
-	for _, im := range images {
-		for _, b := range im.bins {
+	for _, im := range ociimage.Programs {
+		for _, b := range im.Bins {
 			args = append(args, "./cmd/"+b)
 		}
 	}
@@ -162,34 +143,4 @@ func checkVersion(dir, version string) error {
 		}
 	}
 	return nil
-}
-
-func build(im image, goos, arch, version, binDir string, ca []byte) (v1.Image, error) {
-	var files []ociimage.File
-	for _, b := range im.bins {
-		data, err := os.ReadFile(filepath.Join(binDir, b))
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, ociimage.File{Path: "/usr/local/bin/" + b, Mode: 0o755, Data: data})
-	}
-	if im.ca {
-		files = append(files, ociimage.File{Path: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Data: ca})
-	}
-	img, err := ociimage.Build(ociimage.Spec{
-		OS: goos, Architecture: arch, Files: files,
-		Entrypoint: []string{"/usr/local/bin/" + im.bins[0]},
-		User:       im.user,
-		Env:        []string{"PATH=/usr/local/bin"},
-		Labels: map[string]string{
-			"org.opencontainers.image.title":    im.name,
-			"org.opencontainers.image.version":  version,
-			"org.opencontainers.image.source":   "https://github.com/keymount/keymount",
-			"org.opencontainers.image.licenses": "Apache-2.0",
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("image %s for %s: %w", im.name, arch, err)
-	}
-	return img, nil
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/keymount/keymount/internal/ociimage"
 )
 
 // TestImages builds the images for the host's platform into a temporary
@@ -32,38 +34,38 @@ func TestImages(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the images: %v\n%s", err, b)
 	}
-	for _, im := range images {
+	for _, im := range ociimage.Programs {
 		checkImage(t, out, version, im)
 	}
 }
 
 // checkImage reads one image back from out and checks it.
-func checkImage(t *testing.T, out, version string, im image) {
+func checkImage(t *testing.T, out, version string, im ociimage.Program) {
 	t.Helper()
-	img := hostImage(t, filepath.Join(out, im.name), "registry.example/km/"+im.name+":v0.0.0-test-abc")
+	img := hostImage(t, filepath.Join(out, im.Name), "registry.example/km/"+im.Name+":v0.0.0-test-abc")
 	cfg, err := img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Config.User != im.user || cfg.Config.Labels["org.opencontainers.image.version"] != version ||
-		!slices.Equal(cfg.Config.Entrypoint, []string{"/usr/local/bin/" + im.bins[0]}) {
-		t.Errorf("%s: user %q, version label %q, entrypoint %q", im.name, cfg.Config.User,
+	if cfg.Config.User != im.User || cfg.Config.Labels["org.opencontainers.image.version"] != version ||
+		!slices.Equal(cfg.Config.Entrypoint, []string{"/usr/local/bin/" + im.Bins[0]}) {
+		t.Errorf("%s: user %q, version label %q, entrypoint %q", im.Name, cfg.Config.User,
 			cfg.Config.Labels["org.opencontainers.image.version"], cfg.Config.Entrypoint)
 	}
-	if strings.HasPrefix(im.name, "keymount-provider") && (cfg.Config.User == "" || strings.HasPrefix(cfg.Config.User, "0")) {
-		t.Errorf("%s runs as root", im.name)
+	if strings.HasPrefix(im.Name, "keymount-provider") && (cfg.Config.User == "" || strings.HasPrefix(cfg.Config.User, "0")) {
+		t.Errorf("%s runs as root", im.Name)
 	}
 	files := layerFiles(t, img)
-	for _, b := range im.bins {
+	for _, b := range im.Bins {
 		if !files["usr/local/bin/"+b] {
-			t.Errorf("%s: no /usr/local/bin/%s in %v", im.name, b, files)
+			t.Errorf("%s: no /usr/local/bin/%s in %v", im.Name, b, files)
 		}
 	}
-	if im.ca != files["etc/ssl/certs/ca-certificates.crt"] {
-		t.Errorf("%s: CA certificates present %v, want %v", im.name, files["etc/ssl/certs/ca-certificates.crt"], im.ca)
+	if im.CA != files["etc/ssl/certs/ca-certificates.crt"] {
+		t.Errorf("%s: CA certificates present %v, want %v", im.Name, files["etc/ssl/certs/ca-certificates.crt"], im.CA)
 	}
-	if _, err := tarball.ImageFromPath(filepath.Join(out, im.name+"-"+runtime.GOARCH+".tar"), nil); err != nil {
-		t.Errorf("%s: the host's image archive: %v", im.name, err)
+	if _, err := tarball.ImageFromPath(filepath.Join(out, im.Name+"-"+runtime.GOARCH+".tar"), nil); err != nil {
+		t.Errorf("%s: the host's image archive: %v", im.Name, err)
 	}
 }
 

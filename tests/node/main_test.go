@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,7 +110,7 @@ func (s *secrets) scan(files []string) error {
 			errs = append(errs, err)
 			continue
 		}
-		if filepath.Base(f) == "keymount-driver.log" && len(data) > 0 {
+		if nodeenv.IsDriverLog(f) && len(data) > 0 {
 			sawDriver = true
 		}
 		for v, what := range s.values {

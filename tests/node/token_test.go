@@ -81,8 +81,15 @@ func (p *tokenReviewer) Mount(ctx context.Context, req *server.MountRequest) (*s
 func TestProviderGetsPodBoundToken(t *testing.T) {
 	t.Parallel()
 	n := node(t)
-	ns := namespace(t, n)
+	checkProviderGetsBoundToken(t, n, namespace(t, n))
+}
 
+// checkProviderGetsBoundToken serves the token-reviewing provider on the
+// node and checks that a pod of namespace ns gets its review: kubelet
+// minted a token of tokenAudience bound to the pod and the driver handed it
+// to the provider.
+func checkProviderGetsBoundToken(t *testing.T, n *nodeenv.Node, ns string) {
+	t.Helper()
 	p := &tokenReviewer{kube: n.Kube}
 	srv, err := server.New(server.Config{Name: "tokenreview", Version: "test", SocketDir: n.ProviderDir}, p)
 	if err != nil {

@@ -3,7 +3,6 @@ package nodeenv
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keymount/keymount/internal/ociimage"
@@ -122,12 +122,7 @@ func (n *Node) startContainerd(tb testing.TB) {
 		if !p.p.Alive() {
 			return false, fmt.Errorf("containerd exited: %w", p.p.Err())
 		}
-		c, err := net.Dial("unix", n.containerdSocket())
-		if err != nil {
-			return false, nil //nolint:nilerr // not serving yet: poll again
-		}
-		_ = c.Close()
-		return true, nil
+		return serves(n.containerdSocket()), nil
 	})
 	if err != nil {
 		tb.Fatalf("nodeenv: containerd did not start: %v\n%s", err, n.LogTail("containerd"))
@@ -161,12 +156,19 @@ func (n *Node) importImage(tb testing.TB) {
 	if err != nil {
 		tb.Fatalf("nodeenv: %v", err)
 	}
-	archive := filepath.Join(n.Root, "probe-image.tar")
-	if err := ociimage.WriteArchive(archive, Image, img); err != nil {
+	n.importArchive(tb, Image, img)
+}
+
+// importArchive writes img as an image archive named ref and imports it
+// into containerd's CRI namespace.
+func (n *Node) importArchive(tb testing.TB, ref string, img v1.Image) {
+	tb.Helper()
+	archive := filepath.Join(n.Root, "image.tar")
+	if err := ociimage.WriteArchive(archive, ref, img); err != nil {
 		tb.Fatalf("nodeenv: %v", err)
 	}
 	if _, err := n.ctr(tb.Context(), "images", "import", archive); err != nil {
-		tb.Fatalf("nodeenv: importing the probe image: %v", err)
+		tb.Fatalf("nodeenv: importing the image %s: %v", ref, err)
 	}
 	if err := os.Remove(archive); err != nil {
 		tb.Fatalf("nodeenv: %v", err)

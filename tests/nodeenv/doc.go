@@ -16,6 +16,11 @@
 // `ctr images import`), which is also the pod sandbox image. Nothing is
 // pulled from a registry.
 //
+// With Options.Helm the node runs keymount as a cluster does instead:
+// `helm install` of deploy/charts/keymount, the driver and the local
+// provider as DaemonSet pods from images packed from the work tree (see
+// helm.go for what that adds to the node).
+//
 // Start fails the test when any part cannot start; it never skips. When the
 // test ends the node is taken down in order (pods, keymount, kubelet,
 // containerd and its shims, the control plane) and Leftovers must then find

@@ -24,6 +24,9 @@ func (n *Node) CSISocket() string {
 	return filepath.Join(n.KubeletRoot, "plugins", "csi-secrets-store", "csi.sock")
 }
 
+// StateDir is the driver's --state-dir (the chart's linux.stateDir).
+func (n *Node) StateDir() string { return n.stateDir }
+
 // VolumeStateDir is the driver's directory of the volume with ID id: its
 // tmpfs and record (driver/volume names it v-<sha256 of the ID>).
 func (n *Node) VolumeStateDir(id string) string {
@@ -90,14 +93,20 @@ func (n *Node) waitSocket(tb testing.TB, p *proc, path string) {
 		if !p.p.Alive() {
 			return false, fmt.Errorf("%s exited: %w", p.name, p.p.Err())
 		}
-		c, err := net.Dial("unix", path)
-		if err != nil {
-			return false, nil //nolint:nilerr // not serving yet: poll again
-		}
-		_ = c.Close()
-		return true, nil
+		return serves(path), nil
 	})
 	if err != nil {
 		tb.Fatalf("nodeenv: %s does not serve %s: %v\n%s", p.name, path, err, n.LogTail(p.name))
 	}
+}
+
+// serves reports whether something accepts connections on the unix socket
+// path.
+func serves(path string) bool {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
 }

@@ -52,6 +52,14 @@ type Options struct {
 	// KubeletSyncFrequency is kubelet's syncFrequency, which paces its
 	// republish of requiresRepublish volumes (default 1m, plus jitter).
 	KubeletSyncFrequency time.Duration
+	// Helm installs keymount the way a cluster would: `helm install` of
+	// deploy/charts/keymount (see Release), the driver and the local
+	// provider running as DaemonSet pods from images packed from the work
+	// tree, with the kubelet root and the driver's state directory on
+	// shared mounts for Bidirectional propagation. kube-scheduler, the
+	// DaemonSet controller and the ServiceAccount admission plugin run.
+	// Without it, the driver and provider are host processes.
+	Helm bool
 	// ScanLogs, when set, is given every log of the node and its control
 	// plane once the node is down, before they are removed with its root;
 	// an error fails the test.
@@ -95,6 +103,8 @@ type Node struct {
 	kubelet    *proc
 	driver     *proc
 	provider   *proc
+	// helm is the Helm node's release; nil without Options.Helm.
+	helm *helmState
 }
 
 // Start builds keymount's binaries and the probe image, starts the control
@@ -141,20 +151,36 @@ func Start(tb testing.TB, opts Options) *Node {
 	})
 
 	n.buildBinaries(tb)
-	n.Env = k8senv.Start(tb, k8senv.Options{
+	cp := k8senv.Options{
 		CRDDirectoryPaths: []string{filepath.Join(n.repo, "deploy", "crds")},
 		ControllerManager: true,
 		// Jobs run pods on the node (their template names it).
 		Controllers: []string{"job-controller"},
 		Dir:         mkdir(tb, root, "control-plane"),
-	})
+	}
+	if opts.Helm {
+		// DaemonSet pods name no node: the scheduler binds them.
+		cp.Controllers = append(cp.Controllers, "daemonset-controller")
+		cp.Scheduler = true
+		cp.ServiceAccountAdmission = true
+	}
+	n.Env = k8senv.Start(tb, cp)
 	n.clients(tb)
-	n.installKeymount(tb, opts)
+	if opts.Helm {
+		shareMount(tb, n.KubeletRoot)
+		shareMount(tb, n.stateDir)
+	} else {
+		n.installKeymount(tb, opts)
+	}
 
 	tb.Cleanup(func() { n.teardown(tb) })
 	n.startContainerd(tb)
 	n.importImage(tb)
 	n.startKubelet(tb, opts)
+	if opts.Helm {
+		n.installChart(tb, opts)
+		return n
+	}
 	n.StartProvider(tb)
 	n.StartDriver(tb)
 	n.waitDriverRegistered(tb)
@@ -279,14 +305,22 @@ func (n *Node) WaitDriverRegistrations(t testing.TB, want int) {
 	}
 }
 
-// buildBinaries builds the driver, both providers and the probe, static.
+// buildBinaries builds the driver, the CLI, both providers and the probe,
+// static, stamped with ImageVersion.
 func (n *Node) buildBinaries(tb testing.TB) {
-	cmd := exec.Command(goTool(), "build", "-trimpath", "-ldflags=-X=main.version=node-tier", "-o", n.bin+string(filepath.Separator),
-		"./cmd/keymount-driver", "./cmd/keymount-provider-local", "./cmd/keymount-provider-aws", "./tests/node/probe")
-	cmd.Dir = n.repo
+	goBuild(tb, n.repo, ImageVersion, n.bin,
+		"./cmd/keymount-driver", "./cmd/keymount", "./cmd/keymount-provider-local", "./cmd/keymount-provider-aws", "./tests/node/probe")
+}
+
+// goBuild builds the packages of the module in repo into the directory
+// out, static, with version stamped in (main.version).
+func goBuild(tb testing.TB, repo, version, out string, pkgs ...string) {
+	tb.Helper()
+	cmd := exec.Command(goTool(), append([]string{"build", "-trimpath", "-ldflags=-X=main.version=" + version, "-o", out + string(filepath.Separator)}, pkgs...)...)
+	cmd.Dir = repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("nodeenv: go build: %v\n%s", err, out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("nodeenv: go build: %v\n%s", err, b)
 	}
 }
 

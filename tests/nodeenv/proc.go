@@ -99,17 +99,23 @@ func (p *Process) Stop(tb testing.TB) { p.p.stop(tb) }
 // WaitSocket waits until the process serves on the unix socket path.
 func (n *Node) WaitSocket(tb testing.TB, p *Process, path string) { n.waitSocket(tb, p.p, path) }
 
-func (n *Node) logPath(name string) string { return filepath.Join(n.logDir, name+".log") }
+func (n *Node) logPath(name string) string {
+	if n.helm != nil && name == "keymount-driver" {
+		return n.helm.logs.newestDriverLog()
+	}
+	return filepath.Join(n.logDir, name+".log")
+}
 
 // LogPath is the log file of the node's process called name (containerd,
 // kubelet, keymount-driver, keymount-provider-local).
 func (n *Node) LogPath(name string) string { return n.logPath(name) }
 
 // LogFiles lists every log the node's processes wrote, the control plane's
-// included (not the containers' own output).
+// included, and with Options.Helm the logs of the release's containers
+// (not the test pods' own output).
 func (n *Node) LogFiles(tb testing.TB) []string {
 	var out []string
-	for _, dir := range []string{n.logDir, filepath.Join(n.Root, "control-plane", "logs")} {
+	for _, dir := range []string{n.logDir, filepath.Join(n.logDir, "pods"), filepath.Join(n.Root, "control-plane", "logs")} {
 		m, err := filepath.Glob(filepath.Join(dir, "*.log"))
 		if err != nil {
 			tb.Fatalf("nodeenv: %v", err)

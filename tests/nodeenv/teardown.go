@@ -18,6 +18,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -27,7 +28,9 @@ import (
 const podsGoneTimeout = 2 * time.Minute
 
 // teardown takes the node down in order: every pod deleted (kubelet stops
-// their containers and unpublishes their volumes), keymount stopped,
+// their containers and unpublishes their volumes; with Options.Helm the
+// workloads' pods first, while the driver's pod still serves, then the
+// DaemonSets and their pods), keymount stopped,
 // kubelet stopped, what containerd still runs killed and removed, containerd
 // stopped, then any shim, mount or cgroup left behind is cleaned up and
 // reported.
@@ -35,8 +38,18 @@ func (n *Node) teardown(tb testing.TB) {
 	// The test's context is canceled by now: teardown has its own.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*podsGoneTimeout)
 	defer cancel()
-	if err := n.deleteAllPods(ctx); err != nil {
+	if err := n.deletePods(ctx, notDaemonSetPod); err != nil {
 		tb.Errorf("nodeenv: %v\n%s", err, n.LogTail("kubelet"))
+	}
+	if err := n.deleteDaemonSets(ctx); err != nil {
+		tb.Errorf("nodeenv: %v", err)
+	}
+	if err := n.deletePods(ctx, func(*corev1.Pod) bool { return true }); err != nil {
+		tb.Errorf("nodeenv: %v\n%s", err, n.LogTail("kubelet"))
+	}
+	if n.helm != nil {
+		n.helm.stopLogs()
+		n.helm.logs.collect()
 	}
 	n.mu.Lock()
 	driver, provider, kubelet, containerd := n.driver, n.provider, n.kubelet, n.containerd
@@ -66,27 +79,59 @@ func (n *Node) teardown(tb testing.TB) {
 	}
 }
 
-// deleteAllPods deletes every pod on the node and waits until kubelet has
-// confirmed each one's end (the API server removes a pod only then).
-func (n *Node) deleteAllPods(ctx context.Context) error {
-	pods := n.Kube.CoreV1().Pods(metav1.NamespaceAll)
-	list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+// notDaemonSetPod: a pod no DaemonSet controls (a workload's).
+func notDaemonSetPod(p *corev1.Pod) bool {
+	c := metav1.GetControllerOf(p)
+	return c == nil || c.Kind != "DaemonSet"
+}
+
+// deleteDaemonSets deletes every DaemonSet, so that none replaces the pods
+// teardown deletes next.
+func (n *Node) deleteDaemonSets(ctx context.Context) error {
+	list, err := n.Kube.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("listing the node's pods: %w", err)
+		return fmt.Errorf("listing DaemonSets: %w", err)
 	}
-	for _, p := range list.Items {
-		if err := n.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+	for _, ds := range list.Items {
+		if err := n.Kube.AppsV1().DaemonSets(ds.Namespace).Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+		}
+	}
+	return nil
+}
+
+// deletePods deletes the node's pods for which which is true and waits
+// until kubelet has confirmed each one's end (the API server removes a pod
+// only then).
+func (n *Node) deletePods(ctx context.Context, which func(*corev1.Pod) bool) error {
+	pods := n.Kube.CoreV1().Pods(metav1.NamespaceAll)
+	selected := func(ctx context.Context) ([]corev1.Pod, error) {
+		list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+		if err != nil {
+			return nil, fmt.Errorf("listing the node's pods: %w", err)
+		}
+		var out []corev1.Pod
+		for i := range list.Items {
+			if which(&list.Items[i]) {
+				out = append(out, list.Items[i])
+			}
+		}
+		return out, nil
+	}
+	list, err := selected(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range list {
+		if err := n.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
 	var left []corev1.Pod
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, podsGoneTimeout, true, func(ctx context.Context) (bool, error) {
-		list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
-		if err != nil {
-			return false, err
-		}
-		left = list.Items
-		return len(left) == 0, nil
+		var err error
+		left, err = selected(ctx)
+		return err == nil && len(left) == 0, err
 	})
 	if err != nil {
 		names := make([]string, 0, len(left))

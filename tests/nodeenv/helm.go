@@ -1,0 +1,391 @@
+package nodeenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/keymount/keymount/internal/ociimage"
+)
+
+// What a node started with Options.Helm runs: the chart in
+// deploy/charts/keymount installed with Helm (the SDK behind the helm CLI)
+// as release Release in ReleaseNamespace, its driver and local provider
+// DaemonSets running as real pods from images packed from the work tree
+// (internal/ociimage, as `make image` packs them) and imported into
+// containerd under ImageRegistry.
+const (
+	Release          = "keymount"
+	ReleaseNamespace = "kube-system"
+	// ImageRegistry names the images the Helm node imports; nothing is
+	// pulled (pullPolicy Never).
+	ImageRegistry = "keymount.test"
+	// ImageVersion is the version stamped into the first images and their
+	// tag.
+	ImageVersion = "node-tier"
+	// driverContainer is the driver's container in the chart's DaemonSet.
+	driverContainer = "keymount"
+)
+
+// helmState is what the Helm node keeps between install, upgrades and
+// uninstall.
+type helmState struct {
+	cfg         *action.Configuration
+	chart       *chart.Chart
+	values      map[string]any
+	logs        *logCollector
+	stopLogs    context.CancelFunc
+	uninstalled bool
+}
+
+// shareMount makes dir a shared mount point (a bind mount of itself), as /
+// is on a systemd host: kubelet's Bidirectional mount propagation, which
+// the chart's driver uses for the pods' and its own state directories,
+// needs the host path on a shared mount (containerd refuses it otherwise).
+// teardown detaches it with every other mount under the root.
+func shareMount(tb testing.TB, dir string) {
+	tb.Helper()
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		tb.Fatalf("nodeenv: bind-mounting %s onto itself: %v", dir, err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		tb.Fatalf("nodeenv: making %s a shared mount: %v", dir, err)
+	}
+}
+
+// chartValues are the values the Helm node installs the chart with: the
+// node's directories, the images imported for version, everything on the
+// host's network on 127.0.0.1 (the node has no pod network and no
+// kube-proxy: the driver reaches the API server at its loopback address),
+// secret sync and kubelet-paced rotation on, the highest log level.
+func (n *Node) chartValues(tb testing.TB, version string, opts Options) map[string]any {
+	apiServer := n.Env.Config.Host
+	hostPort := strings.TrimPrefix(apiServer, "https://")
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		tb.Fatalf("nodeenv: the API server's address %q: %v", apiServer, err)
+	}
+	var tokenRequests []any
+	for _, a := range opts.TokenAudiences {
+		tokenRequests = append(tokenRequests, map[string]any{"audience": a})
+	}
+	image := func(name string) map[string]any {
+		return map[string]any{"repository": ImageRegistry + "/" + name, "tag": version, "pullPolicy": "Never"}
+	}
+	return map[string]any{
+		"linux": map[string]any{
+			"image":                   image(ociimage.Driver.Name),
+			"kubeletRootDir":          n.KubeletRoot,
+			"stateDir":                n.stateDir,
+			"providersDir":            n.ProviderDir,
+			"additionalProvidersDirs": []any{},
+			"hostNetwork":             true,
+			"healthPort":              freePort(tb),
+			"metricsAddr":             net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(tb))),
+			"env": []any{
+				map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": host},
+				map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": port},
+			},
+			"driver": map[string]any{"extraArgs": []any{"--tmpfs-size=4Mi"}},
+		},
+		"logVerbosity":         10,
+		"syncSecret":           map[string]any{"enabled": true},
+		"enableSecretRotation": true,
+		"rotationPollInterval": "0s",
+		"tokenRequests":        tokenRequests,
+		"providers": map[string]any{
+			"local": map[string]any{
+				"enabled":     true,
+				"image":       image(ociimage.ProviderLocal.Name),
+				"hostNetwork": true,
+				"hostPath":    n.ProviderRoot,
+				"extraArgs":   []any{driverVerbosity},
+			},
+		},
+	}
+}
+
+// installChart packs and imports the images, installs the chart and waits
+// until its DaemonSets run, the local provider serves and kubelet
+// registered the driver.
+func (n *Node) installChart(tb testing.TB, opts Options) {
+	tb.Helper()
+	n.PrepareNamespace(tb, ReleaseNamespace)
+	n.importImages(tb, ImageVersion, n.bin, ociimage.Driver, ociimage.ProviderLocal)
+	kubeconfig, _ := n.Env.KubeconfigFor(tb, "helm", []string{"system:masters"})
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig = &kubeconfig
+	ns := ReleaseNamespace
+	flags.Namespace = &ns
+	h := &helmState{cfg: &action.Configuration{}}
+	if err := h.cfg.Init(flags, ReleaseNamespace, "secret", tb.Logf); err != nil {
+		tb.Fatalf("nodeenv: helm: %v", err)
+	}
+	var err error
+	if h.chart, err = loader.Load(filepath.Join(n.repo, "deploy", "charts", "keymount")); err != nil {
+		tb.Fatalf("nodeenv: loading the chart: %v", err)
+	}
+	h.values = n.chartValues(tb, ImageVersion, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.logs, h.stopLogs = newLogCollector(n.podLogs, filepath.Join(n.logDir, "pods")), cancel
+	go h.logs.run(ctx)
+	n.helm = h
+
+	install := action.NewInstall(h.cfg)
+	install.ReleaseName, install.Namespace = Release, ReleaseNamespace
+	if _, err := install.RunWithContext(tb.Context(), h.chart, h.values); err != nil {
+		tb.Fatalf("nodeenv: helm install: %v", err)
+	}
+	n.WaitRollout(tb)
+	n.waitDial(tb, filepath.Join(n.ProviderDir, "local.sock"))
+	n.waitDriverRegistered(tb)
+}
+
+// HelmUpgrade builds the driver's image again with version stamped in,
+// imports it and runs `helm upgrade` to it with the same values; it returns
+// once the DaemonSet runs the new image alone and kubelet registered the
+// new driver.
+func (n *Node) HelmUpgrade(t testing.TB, version string) {
+	t.Helper()
+	bin := mkdir(t, n.Root, "bin-"+version)
+	var pkgs []string
+	for _, b := range ociimage.Driver.Bins {
+		pkgs = append(pkgs, "./cmd/"+b)
+	}
+	goBuild(t, n.repo, version, bin, pkgs...)
+	n.importImages(t, version, bin, ociimage.Driver)
+	registered := n.DriverRegistrations(t)
+	linux, _ := n.helm.values["linux"].(map[string]any)
+	image, _ := linux["image"].(map[string]any)
+	image["tag"] = version
+	upgrade := action.NewUpgrade(n.helm.cfg)
+	upgrade.Namespace = ReleaseNamespace
+	if _, err := upgrade.RunWithContext(t.Context(), Release, n.helm.chart, n.helm.values); err != nil {
+		t.Fatalf("nodeenv: helm upgrade to %s: %v", version, err)
+	}
+	n.WaitRollout(t)
+	n.WaitDriverRegistrations(t, registered+1)
+}
+
+// HelmUninstall runs `helm uninstall` and waits until every pod of the
+// release is gone from the node.
+func (n *Node) HelmUninstall(t testing.TB) {
+	t.Helper()
+	if _, err := action.NewUninstall(n.helm.cfg).Run(Release); err != nil {
+		t.Fatalf("nodeenv: helm uninstall: %v", err)
+	}
+	n.helm.uninstalled = true
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, PodTimeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := n.Kube.CoreV1().Pods(ReleaseNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+		return err == nil && len(pods.Items) == 0, err
+	})
+	if err != nil {
+		t.Fatalf("nodeenv: the release's pods are still on the node after helm uninstall: %v\n%s", err, n.LogTail("kubelet"))
+	}
+	n.helm.logs.collect() // the last lines of the stopped containers
+}
+
+// WaitRollout waits until every DaemonSet in ReleaseNamespace runs its
+// current template on the node, available, with no older pod left.
+func (n *Node) WaitRollout(t testing.TB) {
+	t.Helper()
+	var state string
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, PodTimeout, true, func(ctx context.Context) (bool, error) {
+		list, err := n.Kube.AppsV1().DaemonSets(ReleaseNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		if len(list.Items) == 0 {
+			state = "no DaemonSet"
+			return false, nil
+		}
+		for i := range list.Items {
+			done, why, err := n.rolledOut(ctx, &list.Items[i])
+			if err != nil || !done {
+				state = why
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("nodeenv: the chart's DaemonSets did not roll out: %v (%s)\n%s\n%s", err, state, n.LogTail("kube-scheduler"), n.LogTail("kubelet"))
+	}
+}
+
+// rolledOut reports whether ds runs its current template alone on the
+// node, and if not, why.
+func (n *Node) rolledOut(ctx context.Context, ds *appsv1.DaemonSet) (bool, string, error) {
+	s := ds.Status
+	if s.ObservedGeneration < ds.Generation || s.DesiredNumberScheduled != 1 || s.UpdatedNumberScheduled != 1 || s.NumberAvailable != 1 {
+		return false, fmt.Sprintf("DaemonSet %s: %+v", ds.Name, s), nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return false, "", err
+	}
+	pods, err := n.Kube.CoreV1().Pods(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return false, "", err
+	}
+	if len(pods.Items) != 1 || pods.Items[0].DeletionTimestamp != nil || !Running(&pods.Items[0]) {
+		return false, fmt.Sprintf("DaemonSet %s has %d pods", ds.Name, len(pods.Items)), nil
+	}
+	return true, "", nil
+}
+
+// DriverPod is the running pod of the chart's node DaemonSet.
+func (n *Node) DriverPod(t testing.TB) *corev1.Pod {
+	t.Helper()
+	sel := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "keymount", "app.kubernetes.io/component": "node"})
+	pods, err := n.Kube.CoreV1().Pods(ReleaseNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		t.Fatalf("nodeenv: %v", err)
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("nodeenv: %d driver pods, want 1", len(out))
+	}
+	return &out[0]
+}
+
+// importImages packs programs from the binaries in bin as
+// ImageRegistry/<name>:version and imports them into containerd.
+func (n *Node) importImages(tb testing.TB, version, bin string, programs ...ociimage.Program) {
+	tb.Helper()
+	for _, p := range programs {
+		img, err := p.Build("linux", runtime.GOARCH, version, bin, nil)
+		if err != nil {
+			tb.Fatalf("nodeenv: %v", err)
+		}
+		n.importArchive(tb, ImageRegistry+"/"+p.Name+":"+version, img)
+	}
+}
+
+// waitDial waits until something serves on the unix socket path.
+func (n *Node) waitDial(tb testing.TB, path string) {
+	tb.Helper()
+	err := wait.PollUntilContextTimeout(tb.Context(), 50*time.Millisecond, startTimeout, true, func(context.Context) (bool, error) {
+		return serves(path), nil
+	})
+	if err != nil {
+		tb.Fatalf("nodeenv: nothing serves %s: %v", path, err)
+	}
+}
+
+// logCollector copies the logs kubelet keeps of the release's containers
+// into the node's log directory as they grow: kubelet removes a container's
+// log soon after the pod is deleted (an upgrade, the uninstall), and the
+// log scanner must see every line the driver ever wrote.
+type logCollector struct {
+	from, to string
+	mu       sync.Mutex
+	sizes    map[string]int64 // guarded by mu
+}
+
+func newLogCollector(from, to string) *logCollector {
+	return &logCollector{from: from, to: to, sizes: map[string]int64{}}
+}
+
+// run collects until ctx ends, then once more.
+func (c *logCollector) run(ctx context.Context) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			c.collect()
+		}
+	}
+}
+
+// collect copies every grown log of a container of ReleaseNamespace
+// (<podLogs>/<namespace>_<pod>_<uid>/<container>/<n>.log) to
+// <to>/<pod>_<container>_<n>.log.
+func (c *logCollector) collect() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	files, _ := filepath.Glob(filepath.Join(c.from, ReleaseNamespace+"_*", "*", "*.log"))
+	for _, f := range files {
+		info, err := os.Stat(f)
+		if err != nil || info.Size() == c.sizes[f] {
+			continue
+		}
+		podDir := strings.SplitN(filepath.Base(filepath.Dir(filepath.Dir(f))), "_", 3)
+		if len(podDir) != 3 {
+			continue
+		}
+		name := podDir[1] + "_" + filepath.Base(filepath.Dir(f)) + "_" + filepath.Base(f)
+		if err := copyFile(f, filepath.Join(c.to, name)); err == nil {
+			c.sizes[f] = info.Size()
+		}
+	}
+}
+
+// newestDriverLog is the copy of the driver container's log written last
+// (the running driver's), for LogPath("keymount-driver") and LogTail.
+func (c *logCollector) newestDriverLog() string {
+	c.collect()
+	files, _ := filepath.Glob(filepath.Join(c.to, "*.log"))
+	newest, at := filepath.Join(c.to, "no-driver-log-yet.log"), time.Time{}
+	for _, f := range files {
+		if info, err := os.Stat(f); err == nil && IsDriverLog(f) && info.ModTime().After(at) {
+			newest, at = f, info.ModTime()
+		}
+	}
+	return newest
+}
+
+func copyFile(from, to string) error {
+	if err := os.MkdirAll(filepath.Dir(to), 0o750); err != nil {
+		return err
+	}
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = src.Close() }()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		_ = dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+// IsDriverLog reports whether the log file path (one of LogFiles) is the
+// driver's: the host process's, or a copy of the chart's driver container's.
+func IsDriverLog(path string) bool {
+	base := filepath.Base(path)
+	return base == "keymount-driver.log" || strings.Contains(base, "_"+driverContainer+"_")
+}
