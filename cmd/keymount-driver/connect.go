@@ -36,6 +36,7 @@ type deferredCluster struct {
 var (
 	_ driver.Cluster         = (*deferredCluster)(nil)
 	_ driver.UpstreamChecker = (*deferredCluster)(nil)
+	_ driver.FirstSyncer     = (*deferredCluster)(nil)
 	_ rotation.Source        = (*deferredCluster)(nil)
 )
 
@@ -162,6 +163,14 @@ func (d *deferredCluster) AfterPublish(ctx context.Context, o *driver.Outcome) e
 		return err
 	}
 	return cl.AfterPublish(ctx, o)
+}
+
+// SyncMissing writes a first publish's missing Secrets when connected;
+// before that, AfterPublish writes them once the connection is up.
+func (d *deferredCluster) SyncMissing(ctx context.Context, o *driver.Outcome) {
+	if cl, err := d.ifConnected(); err == nil {
+		cl.SyncMissing(ctx, o)
+	}
 }
 
 // AfterUnpublish removes the pod status, failing (to be retried) until connected.
