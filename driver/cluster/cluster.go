@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +55,18 @@ type Cluster struct {
 	live     kube.Reader // reads the API server directly (adoption checks)
 	cache    *kube.Cache
 	changes  *changes // subPath warnings and restarts on change
+
+	// presynced holds, per volume, the condition of the Secret sync a
+	// first publish did before kubelet's answer (SyncMissing), for that
+	// outcome's AfterPublish, which then need not sync again.
+	presyncedMu sync.Mutex
+	presynced   map[string]presync
+}
+
+// presync is the Secret sync SyncMissing did for one outcome.
+type presync struct {
+	o      *driver.Outcome
+	synced *metav1.Condition
 }
 
 var _ driver.Cluster = (*Cluster)(nil)
@@ -185,9 +198,9 @@ func (c *Cluster) AfterPublish(ctx context.Context, o *driver.Outcome) error {
 	if nothingMounted(o) {
 		return nil
 	}
-	var synced *metav1.Condition
+	synced, done := c.takePresync(o)
 	var syncErr error
-	if c.sync != nil {
+	if c.sync != nil && !done {
 		synced, syncErr = c.sync.Sync(ctx, o)
 	}
 	c.restartOnChange(ctx, o)
@@ -213,14 +226,39 @@ func (c *Cluster) SyncMissing(ctx context.Context, o *driver.Outcome) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := c.sync.Sync(ctx, o); err != nil {
+	synced, err := c.sync.Sync(ctx, o)
+	if err != nil {
 		klog.V(2).InfoS("the first publish's Secret sync did not finish before kubelet's answer; retrying in the background",
 			"volumeID", o.VolumeID, "pod", klog.KRef(o.PodNamespace, o.PodName), "err", err)
+		return
 	}
+	c.presyncedMu.Lock()
+	defer c.presyncedMu.Unlock()
+	if c.presynced == nil {
+		c.presynced = map[string]presync{}
+	}
+	c.presynced[o.VolumeID] = presync{o: o, synced: synced}
+}
+
+// takePresync returns the condition of the sync SyncMissing did for o, and
+// whether it did one; it forgets the volume's entry either way (a newer
+// outcome replaced an older one's report).
+func (c *Cluster) takePresync(o *driver.Outcome) (*metav1.Condition, bool) {
+	c.presyncedMu.Lock()
+	defer c.presyncedMu.Unlock()
+	p, ok := c.presynced[o.VolumeID]
+	delete(c.presynced, o.VolumeID)
+	if !ok || p.o != o {
+		return nil, false
+	}
+	return p.synced, true
 }
 
 // AfterUnpublish removes the pod status of the volume.
 func (c *Cluster) AfterUnpublish(ctx context.Context, rec *volume.Record) error {
+	c.presyncedMu.Lock()
+	delete(c.presynced, rec.VolumeID)
+	c.presyncedMu.Unlock()
 	return c.status.Delete(ctx, rec)
 }
 
