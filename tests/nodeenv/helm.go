@@ -301,18 +301,19 @@ func (n *Node) waitDial(tb testing.TB, path string) {
 // logCollector copies the logs kubelet keeps of the release's containers
 // into the node's log directory as they grow: kubelet removes a container's
 // log soon after the pod is deleted (an upgrade, the uninstall), and the
-// log scanner must see every line the driver ever wrote.
+// log scanner must see every line the driver ever wrote. Each pass appends
+// only what a log gained since the last.
 type logCollector struct {
 	from, to string
 	mu       sync.Mutex
-	sizes    map[string]int64 // guarded by mu
+	copied   map[string]int64 // bytes of each log copied so far; guarded by mu
 }
 
 func newLogCollector(from, to string) *logCollector {
-	return &logCollector{from: from, to: to, sizes: map[string]int64{}}
+	return &logCollector{from: from, to: to, copied: map[string]int64{}}
 }
 
-// run collects until ctx ends, then once more.
+// run collects until ctx ends.
 func (c *logCollector) run(ctx context.Context) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -326,26 +327,32 @@ func (c *logCollector) run(ctx context.Context) {
 	}
 }
 
-// collect copies every grown log of a container of ReleaseNamespace
-// (<podLogs>/<namespace>_<pod>_<uid>/<container>/<n>.log) to
-// <to>/<pod>_<container>_<n>.log.
+// collect appends what every log of a container of ReleaseNamespace
+// (<podLogs>/<namespace>_<pod>_<uid>/<container>/<n>.log) gained to
+// <to>/<pod>_<container>_<n>.log. A log that shrank (kubelet rotated it)
+// is appended from its start: the copy keeps the lines before.
 func (c *logCollector) collect() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	files, _ := filepath.Glob(filepath.Join(c.from, ReleaseNamespace+"_*", "*", "*.log"))
 	for _, f := range files {
 		info, err := os.Stat(f)
-		if err != nil || info.Size() == c.sizes[f] {
+		if err != nil || info.Size() == c.copied[f] {
 			continue
 		}
 		podDir := strings.SplitN(filepath.Base(filepath.Dir(filepath.Dir(f))), "_", 3)
 		if len(podDir) != 3 {
 			continue
 		}
-		name := podDir[1] + "_" + filepath.Base(filepath.Dir(f)) + "_" + filepath.Base(f)
-		if err := copyFile(f, filepath.Join(c.to, name)); err == nil {
-			c.sizes[f] = info.Size()
+		from := c.copied[f]
+		if info.Size() < from {
+			from = 0
 		}
+		name := podDir[1] + "_" + filepath.Base(filepath.Dir(f)) + "_" + filepath.Base(f)
+		// What was appended counts even when the copy broke off: the next
+		// pass goes on from there.
+		n, _ := appendFrom(f, from, filepath.Join(c.to, name))
+		c.copied[f] = from + n
 	}
 }
 
@@ -363,24 +370,29 @@ func (c *logCollector) newestDriverLog() string {
 	return newest
 }
 
-func copyFile(from, to string) error {
+// appendFrom appends the file from, read from offset on, to the file to and
+// returns how many bytes it appended.
+func appendFrom(from string, offset int64, to string) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(to), 0o750); err != nil {
-		return err
+		return 0, err
 	}
 	src, err := os.Open(from)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { _ = src.Close() }()
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if _, err := src.Seek(offset, io.SeekStart); err != nil {
+		return 0, err
+	}
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := io.Copy(dst, src); err != nil {
-		_ = dst.Close()
-		return err
+	n, err := io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
 	}
-	return dst.Close()
+	return n, err
 }
 
 // IsDriverLog reports whether the log file path (one of LogFiles) is the
