@@ -3,7 +3,9 @@ package driver
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
@@ -23,6 +25,9 @@ const (
 	AttrEphemeral      = "csi.storage.k8s.io/ephemeral"
 	AttrTokens         = "csi.storage.k8s.io/serviceAccount.tokens" //nolint:gosec // G101: a volume-context key name, not a credential.
 )
+
+// kubeletAttrPrefix starts every volume-context key kubelet sets itself.
+const kubeletAttrPrefix = "csi.storage.k8s.io/"
 
 // defaultFileMode is sent to providers as the JSON of the default mode.
 const defaultFileMode = 0o644
@@ -128,8 +133,12 @@ func (p *publishRequest) parseMountGroup(s string) error {
 // driver does: class parameters overlaid with every volume-context key,
 // the node-publish secret as a JSON object, the default mode "420".
 // Service account tokens that newer kubelets put in the secrets move to the
-// attributes, where providers look for them.
+// attributes, where providers look for them. A class that syncs Secrets
+// takes no parameters from the pod (checkPodAttributes).
 func buildMountRequest(c *secretsstorev1.SecretProviderClass, p *publishRequest, current []volume.Object) (*v1alpha1.MountRequest, error) {
+	if err := checkPodAttributes(c, p); err != nil {
+		return nil, err
+	}
 	attrs := make(map[string]string, len(c.Spec.Parameters)+len(p.volumeContext)+1)
 	for k, v := range c.Spec.Parameters {
 		attrs[k] = v
@@ -164,4 +173,43 @@ func buildMountRequest(c *secretsstorev1.SecretProviderClass, p *publishRequest,
 		Permission:           strconv.Itoa(defaultFileMode),
 		CurrentObjectVersion: versions,
 	}, nil
+}
+
+// checkPodAttributes refuses a volume whose pod would change what a class
+// that syncs Secrets (spec.secretObjects) asks its provider for. Such a
+// class writes Secrets that other workloads read, so a pod author who may
+// not write Secrets could otherwise rewrite them through the overlay of
+// the pod's volumeAttributes over the class's parameters: any
+// volumeAttributes key other than secretProviderClass must then be a
+// parameter of the class with the same value. Kubelet's own keys
+// (csi.storage.k8s.io/*) are not the pod author's and pass. A class
+// without secretObjects keeps upstream's overlay: the pod only changes
+// what its own volume holds.
+func checkPodAttributes(c *secretsstorev1.SecretProviderClass, p *publishRequest) error {
+	if len(c.Spec.SecretObjects) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(p.volumeContext))
+	for k := range p.volumeContext {
+		if k != AttrClass && !strings.HasPrefix(k, kubeletAttrPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys) // the same key named every time
+	for _, k := range keys {
+		v, ok := c.Spec.Parameters[k]
+		switch {
+		case !ok:
+			return invalidf("volume attribute %s is not a parameter of SecretProviderClass %s/%s, which syncs Secrets "+
+				"(spec.secretObjects) that other workloads may read, so a pod may not add to what it fetches: "+
+				"remove %s from the pod's csi volumeAttributes, or set it in the class's spec.parameters",
+				quoteName(k), p.podNamespace, p.className, quoteName(k))
+		case v != p.volumeContext[k]:
+			return invalidf("volume attribute %s would override parameter %s of SecretProviderClass %s/%s, which syncs Secrets "+
+				"(spec.secretObjects) that other workloads may read, so a pod may not change what it fetches: "+
+				"remove %s from the pod's csi volumeAttributes, or use a class without secretObjects for values that differ per pod",
+				quoteName(k), quoteName(k), p.podNamespace, p.className, quoteName(k))
+		}
+	}
+	return nil
 }

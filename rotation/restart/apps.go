@@ -18,9 +18,6 @@ var GroupVersion = schema.GroupVersion{Group: "apps", Version: "v1"}
 // fieldManager names keymount as the writer of the annotation.
 const fieldManager = "keymount"
 
-// metadataOnly asks the API server for an object's metadata alone.
-const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-
 // template is what a Restarter reads of a workload.
 type template struct {
 	Metadata struct {
@@ -55,18 +52,26 @@ type templatePatch struct {
 	} `json:"spec"`
 }
 
-// metadata reads the metadata of an apps/v1 object.
-func (r *Restarter) metadata(ctx context.Context, resource, namespace, name string) (*metav1.PartialObjectMetadata, error) {
-	raw, err := body(r.apps.Get().Namespace(namespace).Resource(resource).Name(name).
-		SetHeader("Accept", metadataOnly).Do(ctx))
+// controlling is what a Restarter reads of a controller to confirm what it
+// controls.
+type controlling struct {
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	Spec     struct {
+		Selector *metav1.LabelSelector `json:"selector"`
+	} `json:"spec"`
+}
+
+// controller reads the metadata and selector of an apps/v1 object.
+func (r *Restarter) controller(ctx context.Context, resource, namespace, name string) (*controlling, error) {
+	raw, err := body(r.apps.Get().Namespace(namespace).Resource(resource).Name(name).Do(ctx))
 	if err != nil {
 		return nil, err
 	}
-	m := &metav1.PartialObjectMetadata{}
-	if err := json.Unmarshal(raw, m); err != nil {
+	c := &controlling{}
+	if err := json.Unmarshal(raw, c); err != nil {
 		return nil, fmt.Errorf("decode %s %s/%s: %w", resource, namespace, name, err)
 	}
-	return m, nil
+	return c, nil
 }
 
 // template reads the uid, generation and pod-template annotations of w.

@@ -27,9 +27,13 @@
 // # API access
 //
 // The driver links no apps/v1 types and runs no apps informer: a Restarter
-// reads the pod's controller chain (ReplicaSet metadata, then the workload)
-// with raw JSON requests of its own, only when a change happened, and
-// decodes only the fields it needs. RBAC for this is the opt-in component
+// reads the pod's controller chain (its ReplicaSet, then the workload) with
+// raw JSON requests of its own, only when a change happened, and decodes
+// only the fields it needs. A pod writes its own owner references, so the
+// chain is confirmed as the workload controllers confirm it: each
+// controller exists with the UID named and its selector matches the pod's
+// labels; a pod that claims a workload it does not belong to restarts
+// nothing. RBAC for this is the opt-in component
 // deploy/components/restart-on-change; without it the Restarter says so in
 // an event and its error.
 package restart

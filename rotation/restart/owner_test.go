@@ -71,43 +71,76 @@ func controller(apiVersion, kind, name, uid string) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(uid), Controller: new(true)}
 }
 
-func replicaSet(name, uid string, owners ...metav1.OwnerReference) *metav1.PartialObjectMetadata {
-	return &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid), OwnerReferences: owners},
+// appsObject is an apps/v1 object as the API server returns it: metadata
+// and a selector of matchLabels (nil: none).
+func appsObject(kind, name, uid string, objLabels, selector map[string]string, owners ...metav1.OwnerReference) map[string]any {
+	spec := map[string]any{}
+	if selector != nil {
+		spec["selector"] = &metav1.LabelSelector{MatchLabels: selector}
+	}
+	return map[string]any{
+		"apiVersion": "apps/v1", "kind": kind,
+		"metadata": metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid), Labels: objLabels, OwnerReferences: owners},
+		"spec":     spec,
 	}
 }
 
-const rsPath = "/apis/apps/v1/namespaces/ns/replicasets/"
+const (
+	rsPath  = "/apis/apps/v1/namespaces/ns/replicasets/"
+	depPath = "/apis/apps/v1/namespaces/ns/deployments/"
+	stsPath = "/apis/apps/v1/namespaces/ns/statefulsets/"
+	dsPath  = "/apis/apps/v1/namespaces/ns/daemonsets/"
+)
 
+// TestOwner: the owner of a pod is confirmed as its controller confirms it:
+// each controller of the chain exists with the UID named and selects the
+// pod (and a Deployment its ReplicaSet); anything else is no workload, with
+// the reason.
 func TestOwner(t *testing.T) {
 	web := controller("apps/v1", "Deployment", "web", "d1")
+	podLabels := map[string]string{"app": "web", "pod-template-hash": "1"}
+	rsLabels := podLabels
 	objects := map[string]any{
-		rsPath + "web-1":   replicaSet("web-1", "rs1", web),
-		rsPath + "bare-rs": replicaSet("bare-rs", "rs2"),
-		rsPath + "odd-rs":  replicaSet("odd-rs", "rs3", controller("example.com/v1", "Deployment", "x", "o1")),
-		rsPath + "renamed": replicaSet("renamed", "rs-new", web),
+		rsPath + "web-1":     appsObject("ReplicaSet", "web-1", "rs1", rsLabels, podLabels, web),
+		rsPath + "bare-rs":   appsObject("ReplicaSet", "bare-rs", "rs2", rsLabels, podLabels),
+		rsPath + "odd-rs":    appsObject("ReplicaSet", "odd-rs", "rs3", rsLabels, podLabels, controller("example.com/v1", "Deployment", "x", "o1")),
+		rsPath + "renamed":   appsObject("ReplicaSet", "renamed", "rs-new", rsLabels, podLabels, web),
+		rsPath + "other-rs":  appsObject("ReplicaSet", "other-rs", "rs4", map[string]string{"app": "pay"}, map[string]string{"app": "pay"}, web),
+		rsPath + "nosel-rs":  appsObject("ReplicaSet", "nosel-rs", "rs5", rsLabels, nil, web),
+		rsPath + "stray-rs":  appsObject("ReplicaSet", "stray-rs", "rs6", map[string]string{"app": "pay"}, podLabels, web),
+		rsPath + "to-gone":   appsObject("ReplicaSet", "to-gone", "rs7", rsLabels, podLabels, controller("apps/v1", "Deployment", "gone", "d9")),
+		rsPath + "to-pay":    appsObject("ReplicaSet", "to-pay", "rs8", rsLabels, podLabels, controller("apps/v1", "Deployment", "pay", "d2")),
+		depPath + "web":      appsObject("Deployment", "web", "d1", nil, map[string]string{"app": "web"}),
+		depPath + "pay":      appsObject("Deployment", "pay", "d2", nil, map[string]string{"app": "pay"}),
+		stsPath + "db":       appsObject("StatefulSet", "db", "s1", nil, map[string]string{"app": "web"}),
+		stsPath + "other-db": appsObject("StatefulSet", "other-db", "s2", nil, map[string]string{"app": "db"}),
+		dsPath + "agent":     appsObject("DaemonSet", "agent", "ds1", nil, map[string]string{"app": "web"}),
+		dsPath + "nosel":     appsObject("DaemonSet", "nosel", "ds2", nil, map[string]string{}),
 	}
 	notController := controller("apps/v1", "StatefulSet", "db", "s1")
 	notController.Controller = nil
+	rsRef := func(name, uid string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{controller("apps/v1", "ReplicaSet", name, uid)}
+	}
 	tests := []struct {
 		name   string
 		owners []metav1.OwnerReference
+		labels map[string]string // the pod's; podLabels when nil
 		want   Workload
 		reason string // in an ErrNoWorkload error
 		asked  []string
 	}{
 		{
-			name: "Deployment through its ReplicaSet", owners: []metav1.OwnerReference{controller("apps/v1", "ReplicaSet", "web-1", "rs1")},
-			want: Workload{Kind: KindDeployment, Namespace: "ns", Name: "web", UID: "d1"}, asked: []string{"GET " + rsPath + "web-1"},
+			name: "Deployment through its ReplicaSet", owners: rsRef("web-1", "rs1"),
+			want: Workload{Kind: KindDeployment, Namespace: "ns", Name: "web", UID: "d1"}, asked: []string{"GET " + rsPath + "web-1", "GET " + depPath + "web"},
 		},
 		{
 			name: "StatefulSet", owners: []metav1.OwnerReference{controller("apps/v1", "StatefulSet", "db", "s1")},
-			want: Workload{Kind: KindStatefulSet, Namespace: "ns", Name: "db", UID: "s1"},
+			want: Workload{Kind: KindStatefulSet, Namespace: "ns", Name: "db", UID: "s1"}, asked: []string{"GET " + stsPath + "db"},
 		},
 		{
 			name: "DaemonSet", owners: []metav1.OwnerReference{controller("apps/v1", "DaemonSet", "agent", "ds1")},
-			want: Workload{Kind: KindDaemonSet, Namespace: "ns", Name: "agent", UID: "ds1"},
+			want: Workload{Kind: KindDaemonSet, Namespace: "ns", Name: "agent", UID: "ds1"}, asked: []string{"GET " + dsPath + "agent"},
 		},
 		{name: "bare pod", reason: "the pod has no controller"},
 		{name: "owner that is no controller", owners: []metav1.OwnerReference{notController}, reason: "the pod has no controller"},
@@ -115,27 +148,70 @@ func TestOwner(t *testing.T) {
 		{name: "another group's StatefulSet", owners: []metav1.OwnerReference{controller("example.com/v1", "StatefulSet", "x", "x1")}, reason: "controller is StatefulSet x"},
 		{name: "ControllerRevision", owners: []metav1.OwnerReference{controller("apps/v1", "ControllerRevision", "x", "x1")}, reason: "controller is ControllerRevision x"},
 		{
-			name: "ReplicaSet without a Deployment", owners: []metav1.OwnerReference{controller("apps/v1", "ReplicaSet", "bare-rs", "rs2")},
+			name: "ReplicaSet without a Deployment", owners: rsRef("bare-rs", "rs2"),
 			reason: "no Deployment controls the pod's ReplicaSet bare-rs", asked: []string{"GET " + rsPath + "bare-rs"},
 		},
 		{
-			name: "ReplicaSet controlled by another group's Deployment", owners: []metav1.OwnerReference{controller("apps/v1", "ReplicaSet", "odd-rs", "rs3")},
+			name: "ReplicaSet controlled by another group's Deployment", owners: rsRef("odd-rs", "rs3"),
 			reason: "no Deployment controls", asked: []string{"GET " + rsPath + "odd-rs"},
 		},
 		{
-			name: "ReplicaSet gone", owners: []metav1.OwnerReference{controller("apps/v1", "ReplicaSet", "gone", "rs9")},
+			name: "ReplicaSet gone", owners: rsRef("gone", "rs9"),
 			reason: "ReplicaSet gone is gone", asked: []string{"GET " + rsPath + "gone"},
 		},
 		{
-			name: "ReplicaSet replaced under the same name", owners: []metav1.OwnerReference{controller("apps/v1", "ReplicaSet", "renamed", "rs-old")},
+			name: "ReplicaSet replaced under the same name", owners: rsRef("renamed", "rs-old"),
 			reason: "ReplicaSet renamed is gone", asked: []string{"GET " + rsPath + "renamed"},
+		},
+		{
+			name: "a ReplicaSet that does not select the pod", owners: rsRef("other-rs", "rs4"),
+			reason: "names ReplicaSet other-rs as its controller, but its selector app=pay does not match the pod's labels",
+			asked:  []string{"GET " + rsPath + "other-rs"},
+		},
+		{
+			name: "the right ReplicaSet, the pod's labels changed", owners: rsRef("web-1", "rs1"), labels: map[string]string{"app": "web"},
+			reason: "ReplicaSet web-1 as its controller, but its selector", asked: []string{"GET " + rsPath + "web-1"},
+		},
+		{
+			name: "a ReplicaSet without a selector", owners: rsRef("nosel-rs", "rs5"),
+			reason: "ReplicaSet nosel-rs has no usable selector", asked: []string{"GET " + rsPath + "nosel-rs"},
+		},
+		{
+			name: "a Deployment that does not select the ReplicaSet", owners: rsRef("stray-rs", "rs6"),
+			reason: "names Deployment web as its controller, but its selector app=web does not match",
+			asked:  []string{"GET " + rsPath + "stray-rs", "GET " + depPath + "web"},
+		},
+		{
+			name: "a Deployment that does not select the pod", owners: rsRef("to-pay", "rs8"),
+			reason: "names Deployment pay as its controller, but its selector app=pay does not match",
+			asked:  []string{"GET " + rsPath + "to-pay", "GET " + depPath + "pay"},
+		},
+		{
+			name: "a ReplicaSet whose Deployment is gone", owners: rsRef("to-gone", "rs7"),
+			reason: "Deployment gone is gone", asked: []string{"GET " + rsPath + "to-gone", "GET " + depPath + "gone"},
+		},
+		{
+			name: "a StatefulSet claimed by UID it does not have", owners: []metav1.OwnerReference{controller("apps/v1", "StatefulSet", "db", "s-forged")},
+			reason: "StatefulSet db is gone", asked: []string{"GET " + stsPath + "db"},
+		},
+		{
+			name: "a StatefulSet that does not select the pod", owners: []metav1.OwnerReference{controller("apps/v1", "StatefulSet", "other-db", "s2")},
+			reason: "StatefulSet other-db as its controller, but its selector app=db", asked: []string{"GET " + stsPath + "other-db"},
+		},
+		{
+			name: "a DaemonSet with an empty selector", owners: []metav1.OwnerReference{controller("apps/v1", "DaemonSet", "nosel", "ds2")},
+			reason: "DaemonSet nosel has no usable selector", asked: []string{"GET " + dsPath + "nosel"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &appsServer{objects: objects}
 			r := restarterFor(t, s)
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", OwnerReferences: tc.owners}}
+			l := tc.labels
+			if l == nil {
+				l = podLabels
+			}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: l, OwnerReferences: tc.owners}}
 			got, err := r.Owner(t.Context(), pod)
 			switch {
 			case tc.reason != "":
