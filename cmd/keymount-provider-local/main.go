@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -28,6 +29,9 @@ type config struct {
 	printVersion bool
 	server       server.Config
 	root         string
+	// allowedNamespaces is --allowed-namespaces: a comma-separated list of
+	// the pod namespaces served, "" for all.
+	allowedNamespaces string
 }
 
 func main() {
@@ -54,6 +58,8 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.root, "root", "", "directory whose files the provider serves (required)")
 	fs.StringVar(&cfg.server.SocketDir, "provider-dir", "/var/run/secrets-store-csi-providers", "directory of provider sockets the driver searches")
 	fs.StringVar(&cfg.server.Name, "name", "local", "provider name, as in SecretProviderClass spec.provider; the socket is <provider-dir>/<name>.sock")
+	fs.StringVar(&cfg.allowedNamespaces, "allowed-namespaces", "", "comma-separated pod namespaces the provider serves; "+
+		"a mount for a pod of any other namespace is refused with PermissionDenied (default: every namespace)")
 	fs.BoolVar(&cfg.printVersion, "version", false, "print the version and exit")
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
 	cfg.server.Version = version
@@ -64,7 +70,7 @@ func run(ctx context.Context, cfg *config) error {
 	if cfg.root == "" {
 		return errors.New("--root is required: the directory whose files the provider serves")
 	}
-	p, err := local.New(cfg.root)
+	p, err := local.New(cfg.root, local.WithAllowedNamespaces(namespaceList(cfg.allowedNamespaces)...))
 	if err != nil {
 		return err
 	}
@@ -72,10 +78,22 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	klog.InfoS("serving", "provider", cfg.server.Name, "socket", srv.SocketPath(), "root", p.Root(), "version", version)
+	klog.InfoS("serving", "provider", cfg.server.Name, "socket", srv.SocketPath(), "root", p.Root(),
+		"allowedNamespaces", p.AllowedNamespaces(), "version", version)
 	if err := srv.Serve(ctx); err != nil {
 		return err
 	}
 	klog.InfoS("stopped", "provider", cfg.server.Name)
 	return nil
+}
+
+// namespaceList splits a comma-separated list, dropping blanks.
+func namespaceList(s string) []string {
+	var out []string
+	for _, ns := range strings.Split(s, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
 }

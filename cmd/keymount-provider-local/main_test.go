@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io/fs"
@@ -13,8 +14,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -93,5 +99,60 @@ func TestRunServesUntilCanceled(t *testing.T) {
 	}
 	if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("socket left behind: %v", err)
+	}
+}
+
+// TestRunAllowedNamespaces: with --allowed-namespaces the binary's provider
+// serves, over its socket, pods of the listed namespaces and answers
+// PermissionDenied for any other; a list that is no namespace names is
+// refused at start.
+func TestRunAllowedNamespaces(t *testing.T) {
+	dir, err := os.MkdirTemp("", "km")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "password"), []byte("pw"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{"--root=" + root, "--provider-dir=" + dir, "--allowed-namespaces=shop,Not_A_Namespace"})
+	if err := run(t.Context(), bad); err == nil || !strings.Contains(err.Error(), `"Not_A_Namespace" is not a namespace name`) {
+		t.Fatalf("run with a bad list = %v, want an error naming the entry", err)
+	}
+
+	cfg := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{"--root=" + root, "--provider-dir=" + dir, "--allowed-namespaces= shop, ,demo"})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run = %v after cancel, want nil", err)
+		}
+	})
+	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "local.sock"),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("localhost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	client := v1alpha1.NewCSIDriverProviderClient(conn)
+	for _, tc := range []struct {
+		namespace string
+		want      codes.Code
+	}{{"shop", codes.OK}, {"demo", codes.OK}, {"attacker", codes.PermissionDenied}, {"", codes.PermissionDenied}} {
+		attrs, err := json.Marshal(map[string]string{"objects": "- objectName: password", "csi.storage.k8s.io/pod.namespace": tc.namespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// WaitForReady: the socket may not be listening yet.
+		resp, err := client.Mount(t.Context(), &v1alpha1.MountRequest{Attributes: string(attrs), Secrets: "{}", Permission: "420"}, grpc.WaitForReady(true))
+		if status.Code(err) != tc.want {
+			t.Errorf("Mount for namespace %q = %v, want %v", tc.namespace, err, tc.want)
+		}
+		if tc.want != codes.OK && len(resp.GetFiles()) != 0 {
+			t.Errorf("Mount for namespace %q returned files", tc.namespace)
+		}
 	}
 }

@@ -19,12 +19,14 @@ const maxObjectSize = 4 << 20
 // Provider serves files from a root directory on the node.
 type Provider struct {
 	root string // absolute, symlinks resolved
+	// namespaces are the pod namespaces served; nil for all.
+	namespaces map[string]struct{}
 }
 
 var _ server.Provider = (*Provider)(nil)
 
 // New returns a Provider serving files under root, which must be a directory.
-func New(root string) (*Provider, error) {
+func New(root string, opts ...Option) (*Provider, error) {
 	if root == "" {
 		return nil, errors.New("root directory is not set")
 	}
@@ -50,15 +52,25 @@ func New(root string) (*Provider, error) {
 	if err := d.close(); err != nil {
 		return nil, fmt.Errorf("root directory: %w", err)
 	}
-	return &Provider{root: resolved}, nil
+	p := &Provider{root: resolved}
+	for _, o := range opts {
+		if err := o(p); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 // Root is the directory the provider serves, symlinks resolved.
 func (p *Provider) Root() string { return p.root }
 
 // Mount reads every object of the request's objects parameter. One object
-// that cannot be read fails the whole mount.
+// that cannot be read fails the whole mount. A pod outside the allowed
+// namespaces (WithAllowedNamespaces) gets nothing.
 func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server.MountResult, error) {
+	if err := p.checkNamespace(req); err != nil {
+		return nil, err
+	}
 	text, ok := req.Attributes[objectsParameter]
 	if !ok {
 		return nil, invalidf("parameter %q is not set: list the files to mount in the SecretProviderClass's spec.parameters.%s", objectsParameter, objectsParameter)

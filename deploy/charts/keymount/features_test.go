@@ -175,7 +175,8 @@ func checkProviders(t *testing.T, r *release) {
 		t.Errorf("AWS provider args %q", ac.Args)
 	}
 	lc := container(t, &local.Spec.Template.Spec, "provider")
-	if !hasArg(lc.Args, "--name=files") || !hasArg(lc.Args, "--root=/secrets") || !hasArg(lc.Args, "--provider-dir=/run/secrets-store-csi-providers") {
+	if !hasArg(lc.Args, "--name=files") || !hasArg(lc.Args, "--root=/secrets") || !hasArg(lc.Args, "--provider-dir=/run/secrets-store-csi-providers") ||
+		!hasArg(lc.Args, "--allowed-namespaces=shop,demo") {
 		t.Errorf("local provider args %q", lc.Args)
 	}
 	i := slices.IndexFunc(local.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "secrets" })
