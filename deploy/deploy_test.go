@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -39,6 +40,8 @@ type rendered struct {
 	csiDriver    *storagev1.CSIDriver
 	crds         map[string]*apiextensionsv1.CustomResourceDefinition
 	clusterRoles map[string]*rbacv1.ClusterRole
+	policies     map[string]*admissionregistrationv1.ValidatingAdmissionPolicy
+	policyBinds  map[string]*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	kinds        []string
 }
 
@@ -88,6 +91,8 @@ func render(t *testing.T, mem filesys.FileSystem, dir string) (*rendered, error)
 	out := &rendered{
 		crds:         map[string]*apiextensionsv1.CustomResourceDefinition{},
 		clusterRoles: map[string]*rbacv1.ClusterRole{},
+		policies:     map[string]*admissionregistrationv1.ValidatingAdmissionPolicy{},
+		policyBinds:  map[string]*admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
 	}
 	for _, r := range m.Resources() {
 		out.kinds = append(out.kinds, r.GetKind()+"/"+r.GetName())
@@ -110,6 +115,14 @@ func render(t *testing.T, mem filesys.FileSystem, dir string) (*rendered, error)
 			role := &rbacv1.ClusterRole{}
 			err = yaml.UnmarshalStrict(data, role)
 			out.clusterRoles[r.GetName()] = role
+		case "ValidatingAdmissionPolicy":
+			p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			err = yaml.UnmarshalStrict(data, p)
+			out.policies[r.GetName()] = p
+		case "ValidatingAdmissionPolicyBinding":
+			b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			err = yaml.UnmarshalStrict(data, b)
+			out.policyBinds[r.GetName()] = b
 		}
 		if err != nil {
 			t.Fatalf("decode %s/%s: %v", r.GetKind(), r.GetName(), err)

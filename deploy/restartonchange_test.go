@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -18,7 +19,7 @@ const (
 )
 
 // restartRules are the rules a restart on change needs (rotation/restart):
-// a ReplicaSet's metadata to find its Deployment, then get and patch of the
+// a ReplicaSet (its selector and owner) to find its Deployment, get and patch of the
 // workload, and events on it.
 var restartRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get"}},
@@ -62,9 +63,12 @@ func grantsApps(role *rbacv1.ClusterRole) bool {
 }
 
 // TestBaseCannotRestart: without the component no role of the driver
-// reaches workloads.
+// reaches workloads, and no admission policy is needed.
 func TestBaseCannotRestart(t *testing.T) {
 	r := mustRender(t, deployFS(t), "/deploy")
+	if len(r.policies)+len(r.policyBinds) > 0 {
+		t.Errorf("the base ships admission policies: %v", r.kinds)
+	}
 	for _, name := range slices.Sorted(maps.Keys(r.clusterRoles)) {
 		if grantsApps(r.clusterRoles[name]) {
 			t.Errorf("the base ClusterRole %s has a rule on apps: %+v", name, r.clusterRoles[name].Rules)
@@ -107,6 +111,7 @@ func TestRestartOnChangeComponent(t *testing.T) {
 			case !cmp.Equal(wantSubjects, b.Subjects):
 				t.Errorf("binding's subjects %+v, want the driver's service account", b.Subjects)
 			}
+			checkRestartPolicy(t, r)
 			// The component is RBAC only: no other role changes.
 			for name, want := range base.clusterRoles {
 				if diff := cmp.Diff(want, r.clusterRoles[name]); diff != "" {
@@ -120,5 +125,31 @@ func TestRestartOnChangeComponent(t *testing.T) {
 	with := mustRender(t, mem, overlay(t, mem, secretSyncPath, restartOnChangePath))
 	if diff := cmp.Diff(without.daemonSet, with.daemonSet); diff != "" {
 		t.Errorf("the component changed the DaemonSet (-without +with):\n%s", diff)
+	}
+}
+
+// checkRestartPolicy: the component's admission policy matches updates of
+// the workloads the role may patch, by the driver's service account alone,
+// and is bound with Deny; kustomize's namespace leaves both cluster-scoped.
+func checkRestartPolicy(t *testing.T, r *rendered) {
+	t.Helper()
+	p, b := r.policies[restartRole], r.policyBinds[restartRole]
+	if p == nil || b == nil {
+		t.Fatalf("no ValidatingAdmissionPolicy and binding %s in %v", restartRole, r.kinds)
+	}
+	if p.Namespace != "" || b.Namespace != "" {
+		t.Errorf("namespaces %q, %q on cluster-scoped objects", p.Namespace, b.Namespace)
+	}
+	want := "request.userInfo.username == 'system:serviceaccount:kube-system:keymount'"
+	if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != want {
+		t.Errorf("matchConditions %+v, want %q", p.Spec.MatchConditions, want)
+	}
+	rules := p.Spec.MatchConstraints.ResourceRules
+	if len(rules) != 1 || !slices.Equal(rules[0].Resources, restartRules[1].Resources) ||
+		!slices.Equal(rules[0].APIGroups, []string{"apps"}) || !slices.Equal(rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) {
+		t.Errorf("resource rules %+v, want updates of %v", rules, restartRules[1].Resources)
+	}
+	if b.Spec.PolicyName != restartRole || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v, want %s with Deny", b.Spec, restartRole)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -131,6 +132,8 @@ type release struct {
 	bindings     map[string]*rbacv1.ClusterRoleBinding
 	csiDriver    *storagev1.CSIDriver
 	services     map[string]*corev1.Service
+	policies     map[string]*admissionregistrationv1.ValidatingAdmissionPolicy
+	policyBinds  map[string]*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 }
 
 // render renders the chart with the values of files (merged in order) and
@@ -155,6 +158,8 @@ func renderValues(t *testing.T, vals map[string]any) *release {
 		clusterRoles: map[string]*rbacv1.ClusterRole{},
 		bindings:     map[string]*rbacv1.ClusterRoleBinding{},
 		services:     map[string]*corev1.Service{},
+		policies:     map[string]*admissionregistrationv1.ValidatingAdmissionPolicy{},
+		policyBinds:  map[string]*admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
 	}
 	for _, name := range slices.Sorted(maps.Keys(out)) {
 		for _, doc := range releaseutil.SplitManifests(out[name]) {
@@ -197,6 +202,14 @@ func (r *release) add(t *testing.T, template, doc string) {
 		target = svc
 	case "ServiceAccount":
 		target = &corev1.ServiceAccount{}
+	case "ValidatingAdmissionPolicy":
+		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		r.policies[u.GetName()] = p
+		target = p
+	case "ValidatingAdmissionPolicyBinding":
+		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+		r.policyBinds[u.GetName()] = b
+		target = b
 	case "PriorityClass", "Role", "RoleBinding":
 		return
 	default:

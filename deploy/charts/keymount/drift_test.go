@@ -2,6 +2,7 @@ package keymount_test
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -29,6 +31,8 @@ type kustomized struct {
 	daemonSets   map[string]*appsv1.DaemonSet
 	clusterRoles map[string]*rbacv1.ClusterRole
 	csiDriver    *storagev1.CSIDriver
+	policies     map[string]*admissionregistrationv1.ValidatingAdmissionPolicy
+	policyBinds  map[string]*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 }
 
 // kustomize renders the kustomization in deploy/ dir with components, as
@@ -73,7 +77,11 @@ func kustomize(t *testing.T, dir string, components ...string) *kustomized {
 	if err != nil {
 		t.Fatalf("kustomize deploy/%s with %v: %v", dir, components, err)
 	}
-	out := &kustomized{daemonSets: map[string]*appsv1.DaemonSet{}, clusterRoles: map[string]*rbacv1.ClusterRole{}}
+	out := &kustomized{
+		daemonSets: map[string]*appsv1.DaemonSet{}, clusterRoles: map[string]*rbacv1.ClusterRole{},
+		policies:    map[string]*admissionregistrationv1.ValidatingAdmissionPolicy{},
+		policyBinds: map[string]*admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
+	}
 	for _, r := range res.Resources() {
 		data, err := r.AsYAML()
 		if err != nil {
@@ -97,6 +105,14 @@ func kustomize(t *testing.T, dir string, components ...string) *kustomized {
 		case "CSIDriver":
 			out.csiDriver = &storagev1.CSIDriver{}
 			target = out.csiDriver
+		case "ValidatingAdmissionPolicy":
+			p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			out.policies[r.GetName()] = p
+			target = p
+		case "ValidatingAdmissionPolicyBinding":
+			b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			out.policyBinds[r.GetName()] = b
+			target = b
 		default:
 			continue
 		}
@@ -197,6 +213,7 @@ func TestDriverMatchesKustomize(t *testing.T) {
 				t.Errorf("CSIDriver spec (-kustomize +chart):\n%s", diff)
 			}
 			compareRoles(t, k.clusterRoles, r.clusterRoles)
+			comparePolicies(t, k, r)
 		})
 	}
 }
@@ -227,6 +244,32 @@ func compareRoles(t *testing.T, kust, chart map[string]*rbacv1.ClusterRole) {
 		for l, v := range kr.Labels {
 			if strings.HasPrefix(l, "rbac.authorization.k8s.io/") && cr.Labels[l] != v {
 				t.Errorf("ClusterRole %s: label %s=%q, chart has %q", name, l, v, cr.Labels[l])
+			}
+		}
+	}
+}
+
+// comparePolicies: both ship the same admission policies (by name), with
+// the same spec, bound the same way.
+func comparePolicies(t *testing.T, k *kustomized, r *release) {
+	t.Helper()
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(k.policies)), slices.Sorted(maps.Keys(r.policies))); diff != "" {
+		t.Errorf("ValidatingAdmissionPolicies (-kustomize +chart):\n%s", diff)
+	}
+	for name, kp := range k.policies {
+		if cp := r.policies[name]; cp != nil {
+			if diff := cmp.Diff(kp.Spec, cp.Spec); diff != "" {
+				t.Errorf("ValidatingAdmissionPolicy %s spec (-kustomize +chart):\n%s", name, diff)
+			}
+		}
+	}
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(k.policyBinds)), slices.Sorted(maps.Keys(r.policyBinds))); diff != "" {
+		t.Errorf("ValidatingAdmissionPolicyBindings (-kustomize +chart):\n%s", diff)
+	}
+	for name, kb := range k.policyBinds {
+		if cb := r.policyBinds[name]; cb != nil {
+			if diff := cmp.Diff(kb.Spec, cb.Spec); diff != "" {
+				t.Errorf("ValidatingAdmissionPolicyBinding %s spec (-kustomize +chart):\n%s", name, diff)
 			}
 		}
 	}

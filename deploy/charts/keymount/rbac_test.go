@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -131,6 +132,34 @@ func TestRestartOnChangeOptIn(t *testing.T) {
 	}
 	if !r.boundToDriver(role) {
 		t.Errorf("%s is not bound to the driver's ServiceAccount", role)
+	}
+}
+
+// TestRestartOnChangePolicy: the admission policy that limits the driver's
+// workload patches comes with the rules that allow them, and not without
+// them, bound with Deny, matching the release's own ServiceAccount.
+func TestRestartOnChangePolicy(t *testing.T) {
+	if r := render(t, ""); len(r.policies)+len(r.policyBinds) > 0 {
+		t.Errorf("by default the chart renders admission policies %v %v", r.policies, r.policyBinds)
+	}
+	r := renderValues(t, map[string]any{
+		"restartOnChange": map[string]any{"enabled": true},
+		"serviceAccount":  map[string]any{"name": "node-sa"},
+	})
+	name := releaseName + "-restart-on-change"
+	p, b := r.policies[name], r.policyBinds[name]
+	if p == nil || b == nil {
+		t.Fatalf("policies %v, bindings %v; want %s", r.policies, r.policyBinds, name)
+	}
+	want := "request.userInfo.username == 'system:serviceaccount:" + namespace + ":node-sa'"
+	if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != want {
+		t.Errorf("matchConditions %+v, want %q", p.Spec.MatchConditions, want)
+	}
+	if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("failurePolicy %v, want Fail", p.Spec.FailurePolicy)
+	}
+	if b.Spec.PolicyName != name || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v, want %s with Deny", b.Spec, name)
 	}
 }
 
