@@ -48,6 +48,8 @@ type secretsVolume struct {
 	class string
 	// secretRef names the pod's nodePublishSecretRef Secret; "" for none.
 	secretRef string
+	// attributes are more volumeAttributes the pod author sets.
+	attributes map[string]string
 }
 
 // createPod creates a pod bound to the node whose containers mount vols
@@ -68,6 +70,7 @@ func (n *node) createPod(t *testing.T, namespace, name string, vols ...secretsVo
 			ReadOnly:         ptr(true),
 			VolumeAttributes: map[string]string{attrClass: v.class},
 		}
+		maps.Copy(src.VolumeAttributes, v.attributes)
 		if v.secretRef != "" {
 			src.NodePublishSecretRef = &corev1.LocalObjectReference{Name: v.secretRef}
 		}
