@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 
 	"github.com/keymount/keymount/driver/class"
@@ -100,6 +101,8 @@ type socketNode struct {
 	srv     *nodeServer
 	base    string
 	sockets string
+	classes string
+	client  *providerclient.Client
 }
 
 func newSocketNode(t *testing.T, cfg Config, providers ...string) *socketNode {
@@ -115,25 +118,46 @@ func newSocketNode(t *testing.T, cfg Config, providers ...string) *socketNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	vols, err := volume.NewManager(filepath.Join(base, "state"), 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.NodeID, cfg.Endpoint, cfg.ProviderDir, cfg.KubeletRootDir = "n", "unix:///unused.sock", sockets, base
-	d, err := New(cfg, Deps{Classes: &class.FileResolver{Paths: []string{classFile(t, base, providers...)}}, Providers: client, Volumes: vols})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &socketNode{srv: &nodeServer{d: d}, base: base, sockets: sockets}
+	n := &socketNode{base: base, sockets: sockets, classes: classFile(t, base, providers...), client: client}
+	n.srv = &nodeServer{d: n.newDriver(t, cfg)}
+	return n
 }
 
-// publish publishes volume name of class className.
-func (n *socketNode) publish(ctx context.Context, className, name string) error {
+// newDriver returns a driver of the node: its state directory, classes and
+// provider sockets.
+func (n *socketNode) newDriver(t *testing.T, cfg Config) *Driver {
+	t.Helper()
+	vols, err := volume.NewManager(filepath.Join(n.base, "state"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.NodeID, cfg.Endpoint, cfg.ProviderDir, cfg.KubeletRootDir = "n", "unix:///unused.sock", n.sockets, n.base
+	d, err := New(cfg, Deps{Classes: &class.FileResolver{Paths: []string{n.classes}}, Providers: n.client, Volumes: vols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// request is the publish request of volume name of class className.
+func (n *socketNode) request(className, name string) *csi.NodePublishVolumeRequest {
 	req := validRequest()
 	req.VolumeId = "csi-" + name
 	req.TargetPath = filepath.Join(n.base, "pods", "uid", "volumes", "kubernetes.io~csi", name, "mount")
 	req.VolumeContext[AttrClass] = className
-	_, err := n.srv.NodePublishVolume(ctx, req)
+	return req
+}
+
+// publish publishes volume name of class className.
+func (n *socketNode) publish(ctx context.Context, className, name string) error {
+	_, err := n.srv.NodePublishVolume(ctx, n.request(className, name))
+	return err
+}
+
+// unpublish unpublishes volume name.
+func (n *socketNode) unpublish(ctx context.Context, name string) error {
+	req := n.request("", name)
+	_, err := n.srv.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: req.VolumeId, TargetPath: req.TargetPath})
 	return err
 }
 
