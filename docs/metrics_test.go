@@ -40,6 +40,7 @@ func registered(t *testing.T) []string {
 	m.RotationReconcile("p", false, "provider_error", time.Second)
 	m.SecretWritten()
 	m.SecretUnchanged()
+	m.WatchProviderHealth(func() map[string]bool { return map[string]bool{"p": true} })
 	out := gathered(t, m.Registry())
 
 	// The AWS provider's, on keymount-provider-aws --metrics-addr.

@@ -62,6 +62,13 @@ type Config struct {
 	// ReportTimeout is the deadline of one pod status or Secret sync write;
 	// DefaultReportTimeout when 0.
 	ReportTimeout time.Duration
+	// ProviderHealthInterval is how often the providers of mounted volumes
+	// are asked for their Version (Probe and /readyz are not ready while
+	// one does not answer); DefaultProviderHealthInterval when 0.
+	ProviderHealthInterval time.Duration
+	// ProviderHealthCheckAll also checks, and logs every failed check of,
+	// the providers called since start (upstream's --provider-health-check).
+	ProviderHealthCheckAll bool
 	// ReleaseMemoryAfter is how long the driver is idle (no CSI call)
 	// after calls before it returns freed memory to the OS; negative turns
 	// it off, 0 means DefaultReleaseMemoryAfter.
@@ -87,6 +94,9 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("provider in-flight bytes %d must be at least the receive limit %d: raise --provider-inflight-bytes",
 			c.ProviderInflightBytes, c.ProviderMaxRecvBytes))
 	}
+	if c.ProviderHealthInterval < 0 {
+		errs = append(errs, fmt.Errorf("provider health check interval %s must be positive: set --provider-health-check-interval", c.ProviderHealthInterval))
+	}
 	if _, err := socketPath(c.Endpoint); err != nil {
 		errs = append(errs, err)
 	}
@@ -108,6 +118,9 @@ func (c *Config) defaults() {
 	}
 	if c.ProviderInflightBytes == 0 {
 		c.ProviderInflightBytes = max(DefaultProviderInflightBytes, c.ProviderMaxRecvBytes)
+	}
+	if c.ProviderHealthInterval == 0 {
+		c.ProviderHealthInterval = DefaultProviderHealthInterval
 	}
 	if c.ReportTimeout <= 0 {
 		c.ReportTimeout = DefaultReportTimeout

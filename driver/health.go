@@ -12,8 +12,10 @@ type HealthCheck func() error
 
 // HealthHandler serves /healthz (the CSI socket is served and every check
 // passes: the liveness probe's question, true while the driver waits for the
-// API server) and /readyz (what Probe reports: providers reachable and API
-// caches synced). A failed check answers 503 with its error on one line.
+// API server) and /readyz (what Probe reports: the provider directory
+// readable, API caches synced, every provider a mounted volume uses
+// answering). A failed check answers 503 with its error on one line; a
+// /readyz that is not ready says why, naming the provider.
 func (d *Driver) HealthHandler(checks ...HealthCheck) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -30,7 +32,11 @@ func (d *Driver) HealthHandler(checks ...HealthCheck) http.Handler {
 		answer(w, true)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		answer(w, d.Ready())
+		if err := d.NotReady(); err != nil {
+			reply(w, http.StatusServiceUnavailable, "not ready: "+strings.Join(strings.Fields(err.Error()), " "))
+			return
+		}
+		answer(w, true)
 	})
 	return mux
 }

@@ -37,6 +37,11 @@ func (mp *meteredProviders) Mount(ctx context.Context, provider string, req *v1a
 	return resp, err
 }
 
+// Version is the provider's, untimed: only Mount calls are timed.
+func (mp *meteredProviders) Version(ctx context.Context, provider string) (*v1alpha1.VersionResponse, error) {
+	return mp.p.Version(ctx, provider)
+}
+
 // providerSlot carries, in a publish's context, the provider the publish
 // called, for the publish's metrics.
 type providerSlot struct{ name atomic.Pointer[string] }

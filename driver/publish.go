@@ -280,7 +280,7 @@ func (d *Driver) fetchAndWriteInto(ctx context.Context, v *volume.Volume, spc *s
 	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record, dec rotation.Decision,
 	openDir func() (string, func(), error), touch func(*volume.Record),
 ) (*volume.Record, bool, error) {
-	release, err := d.slots.acquire(ctx)
+	release, err := d.slots.acquire(ctx, string(spc.Spec.Provider))
 	if err != nil {
 		return nil, false, err
 	}

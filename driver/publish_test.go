@@ -46,6 +46,11 @@ func (p *scriptedProvider) Mount(_ context.Context, _ string, req *v1alpha1.Moun
 	}, nil
 }
 
+// Version answers as a provider that is up.
+func (p *scriptedProvider) Version(context.Context, string) (*v1alpha1.VersionResponse, error) {
+	return &v1alpha1.VersionResponse{Version: "v1alpha1", RuntimeName: "scripted"}, nil
+}
+
 type testNode struct {
 	srv      *nodeServer
 	provider *scriptedProvider

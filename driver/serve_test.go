@@ -31,6 +31,11 @@ func (f funcProvider) Mount(ctx context.Context, _ string, req *v1alpha1.MountRe
 	return f(ctx, req)
 }
 
+// Version answers as a provider that is up.
+func (f funcProvider) Version(context.Context, string) (*v1alpha1.VersionResponse, error) {
+	return &v1alpha1.VersionResponse{Version: "v1alpha1", RuntimeName: "func"}, nil
+}
+
 func okResponse(files ...*v1alpha1.File) *v1alpha1.MountResponse {
 	return &v1alpha1.MountResponse{Files: files, ObjectVersion: []*v1alpha1.ObjectVersion{{Id: "obj", Version: "1"}}}
 }

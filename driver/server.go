@@ -25,6 +25,8 @@ import (
 // ProviderClient calls provider plugins. *providerclient.Client implements it.
 type ProviderClient interface {
 	Mount(ctx context.Context, provider string, req *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error)
+	// Version asks provider which runtime it is: the health check's call.
+	Version(ctx context.Context, provider string) (*v1alpha1.VersionResponse, error)
 }
 
 // Deps are the driver's collaborators, given rather than built so tests and
@@ -62,6 +64,7 @@ type Driver struct {
 	serving  atomic.Bool
 	locks    volumeLocks
 	slots    *slots
+	health   *providerHealth
 	reporter *reporter
 	idle     *idleRelease
 	held     heldRequests
@@ -84,9 +87,15 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 	if deps.Metrics == nil {
 		deps.Metrics = noMetrics{}
 	}
+	providers := deps.Providers
+	health := &providerHealth{
+		interval: cfg.ProviderHealthInterval, checkAll: cfg.ProviderHealthCheckAll, used: deps.Volumes.Providers,
+		version: func(ctx context.Context, p string) error { _, err := providers.Version(ctx, p); return err },
+	}
+	deps.Providers = observedProviders{ProviderClient: providers, h: health}
 	return &Driver{
 		cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}}, held: heldRequests{m: map[string]*heldRequest{}},
-		slots: newSlots(cfg), reporter: newReporter(deps.Cluster, cfg.ReportTimeout),
+		slots: newSlots(cfg), health: health, reporter: newReporter(deps.Cluster, cfg.ReportTimeout),
 		idle: newIdleRelease(cfg.ReleaseMemoryAfter, clock.RealClock{}),
 	}, nil
 }
@@ -131,6 +140,7 @@ func (d *Driver) Serve(ctx context.Context, l net.Listener) error {
 	go func() { d.reporter.run(reportCtx); close(reported) }()
 	defer func() { stopReports(); <-reported }()
 	go d.idle.run(reportCtx)
+	go d.health.run(reportCtx)
 	go d.sweepHeld(reportCtx)
 	d.serving.Store(true)
 	klog.InfoS("serving CSI", "driver", d.cfg.DriverName, "endpoint", l.Addr().String(), "node", d.cfg.NodeID)

@@ -127,6 +127,12 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 }
 
 func run(ctx context.Context, cfg *config) error {
+	if err := cfg.upstream.checkMetricsBackend(); err != nil {
+		return err
+	}
+	if cfg.driver.ProviderHealthInterval <= 0 {
+		return fmt.Errorf("--provider-health-check-interval %s: want a positive duration such as 2m", cfg.driver.ProviderHealthInterval)
+	}
 	size, err := resource.ParseQuantity(cfg.tmpfsSize)
 	if err != nil || size.Value() <= 0 {
 		return fmt.Errorf("--tmpfs-size %q: want a positive size such as 32Mi", cfg.tmpfsSize)

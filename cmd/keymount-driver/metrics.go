@@ -41,6 +41,7 @@ func serveEndpoints(ctx context.Context, cfg *config, m *metrics.Metrics, d *dri
 	}
 	if m != nil {
 		m.WatchWriteQueue(d.WriteQueue)
+		m.WatchProviderHealth(d.ProviderHealth)
 		stop, err := serveHTTP(ctx, "--metrics-addr", cfg.metricsAddr, "metrics", m.Handler(d.HealthHandler(checks...)))
 		if err != nil {
 			stopAll()

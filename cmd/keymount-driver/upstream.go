@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	logsapi "k8s.io/component-base/logs/api/v1"
 	logsjson "k8s.io/component-base/logs/json"
 	"k8s.io/klog/v2"
 
+	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/internal/ignoredflags"
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/internal/pprofserve"
@@ -24,6 +27,8 @@ type upstream struct {
 	logFormatJSON bool
 	enablePprof   bool
 	pprofPort     int
+	// metricsBackend is --metrics-backend: Prometheus, the only one.
+	metricsBackend string
 	// fs is the flag set, for klog's -v.
 	fs *flag.FlagSet
 	// ignored are the upstream flags keymount does not need.
@@ -34,10 +39,6 @@ type upstream struct {
 // with why. They are accepted, so upstream's manifests start, and each is
 // logged once when given.
 var ignoredUpstreamFlags = map[string]ignoredflags.Flag{
-	"provider-health-check": {Usage: "upstream: probe provider sockets periodically",
-		Why: "keymount's /readyz checks provider sockets on every probe", Bool: true},
-	"provider-health-check-interval": {Usage: "upstream: interval of the provider health check",
-		Why: "keymount's /readyz checks provider sockets on every probe"},
 	"filtered-watch-secret": {Usage: "upstream (removed in v1.x): watch only labelled nodePublishSecretRef Secrets",
 		Why: "kubelet reads the nodePublishSecretRef Secret and sends it with the request; keymount watches no such Secret", Bool: true},
 }
@@ -52,12 +53,24 @@ func addUpstreamFlags(fs *flag.FlagSet, cfg *config) *upstream {
 	fs.StringVar(&cfg.driver.ProviderDir, "provider-volume", cfg.driver.ProviderDir, "upstream's name of --provider-dir")
 	fs.StringVar(&cfg.additionalDirs, "additional-provider-volume-paths", cfg.additionalDirs, "upstream's name of --additional-provider-dirs")
 	fs.IntVar(&cfg.providerMaxRecv, "max-call-recv-msg-size", cfg.providerMaxRecv, "upstream's name of --provider-max-recv-size")
+	fs.BoolVar(&cfg.driver.ProviderHealthCheckAll, "provider-health-check", false, "also check the providers called since start (not only those of mounted volumes) and log every failed check, as upstream's switch did")
+	fs.DurationVar(&cfg.driver.ProviderHealthInterval, "provider-health-check-interval", driver.DefaultProviderHealthInterval, "how often every provider a mounted volume uses is asked for its Version; Probe and /readyz are not ready while one does not answer")
+	fs.StringVar(&u.metricsBackend, "metrics-backend", "Prometheus", "metrics exporter (upstream's flag): Prometheus, the only one, served on --metrics-addr")
 	fs.BoolVar(&u.version, "version", false, "print the version and exit")
 	fs.BoolVar(&u.logFormatJSON, "log-format-json", false, "log as JSON lines (Kubernetes' json log format)")
 	fs.BoolVar(&u.enablePprof, "enable-pprof", false, "serve Go's pprof handlers on 127.0.0.1:--pprof-port")
 	fs.IntVar(&u.pprofPort, "pprof-port", 6065, "port of the pprof endpoint on 127.0.0.1")
 	u.ignored = ignoredflags.Register(fs, ignoredUpstreamFlags)
 	return u
+}
+
+// checkMetricsBackend accepts Prometheus, in any case, as upstream does,
+// and refuses any other backend.
+func (u *upstream) checkMetricsBackend() error {
+	if !strings.EqualFold(u.metricsBackend, "prometheus") {
+		return fmt.Errorf("--metrics-backend %q: keymount exports Prometheus metrics only: set --metrics-backend=prometheus or drop the flag", u.metricsBackend)
+	}
+	return nil
 }
 
 // applyLogFormat switches klog to Kubernetes' JSON format when asked, at

@@ -36,6 +36,7 @@ var upstreamArgs = []string{
 	"--enable-pprof=false",
 	"--pprof-port=6065",
 	"--log-format-json=false",
+	"--metrics-backend=Prometheus",
 	"--v=5",
 }
 
@@ -54,14 +55,17 @@ func TestUpstreamFlagsParse(t *testing.T) {
 		ignored = append(ignored, name)
 	}
 	slices.Sort(ignored)
-	want := []string{"provider-health-check", "provider-health-check-interval"}
-	if !slices.Equal(ignored, want) {
-		t.Errorf("ignored flags recorded: %v, want %v", ignored, want)
+	if len(ignored) != 0 {
+		t.Errorf("ignored flags recorded: %v, want none: every upstream flag given has a meaning", ignored)
+	}
+	if cfg.driver.ProviderHealthCheckAll || cfg.driver.ProviderHealthInterval != 2*time.Minute || cfg.upstream.metricsBackend != "Prometheus" {
+		t.Errorf("provider health flags: all %v every %s, metrics backend %q", cfg.driver.ProviderHealthCheckAll,
+			cfg.driver.ProviderHealthInterval, cfg.upstream.metricsBackend)
 	}
 
 	// Bare boolean flags, as upstream's flag package allows them.
 	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--enable-secret-rotation", "--provider-health-check", "--enable-pprof", "--version"})
-	if !cfg.rotation.Enabled || cfg.upstream.ignored.Given()["provider-health-check"] != "true" || !cfg.upstream.enablePprof || !cfg.upstream.version {
+	if !cfg.rotation.Enabled || !cfg.driver.ProviderHealthCheckAll || !cfg.upstream.enablePprof || !cfg.upstream.version {
 		t.Errorf("bare boolean flags: %+v, rotation %+v", cfg.upstream, cfg.rotation)
 	}
 
@@ -79,6 +83,41 @@ func TestUpstreamBadBool(t *testing.T) {
 	addUpstreamFlags(fs, cfg)
 	if err := fs.Parse([]string{"--provider-health-check=maybe"}); err == nil || !strings.Contains(err.Error(), "provider-health-check") {
 		t.Errorf("a bad boolean: %v, want an error naming the flag", err)
+	}
+}
+
+// TestMetricsBackend: upstream's --metrics-backend takes Prometheus in any
+// case; any other backend stops the driver with an error naming the flag
+// and the fix, before it does anything.
+func TestMetricsBackend(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"--metrics-backend=Prometheus"}, true},
+		{[]string{"--metrics-backend=prometheus"}, true},
+		{[]string{"--metrics-backend=PROMETHEUS"}, true},
+		{[]string{"--metrics-backend=stackdriver"}, false},
+		{[]string{"--metrics-backend="}, false},
+	} {
+		cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), tc.args)
+		err := cfg.upstream.checkMetricsBackend()
+		if tc.ok != (err == nil) {
+			t.Errorf("%v: %v, want ok %v", tc.args, err, tc.ok)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "--metrics-backend") || !strings.Contains(err.Error(), "prometheus")) {
+			t.Errorf("%v: %q does not name the flag and the value to set", tc.args, err)
+		}
+		if !tc.ok {
+			if err := run(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "--metrics-backend") {
+				t.Errorf("%v: run = %v, want the backend refused", tc.args, err)
+			}
+		}
+	}
+	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--provider-health-check-interval=0s"})
+	if err := run(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "--provider-health-check-interval") {
+		t.Errorf("interval 0: run = %v, want the interval refused", err)
 	}
 }
 

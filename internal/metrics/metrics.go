@@ -58,6 +58,8 @@ type Metrics struct {
 	// queue reports the API write queue: pending writes and the age of
 	// the oldest; nil until WatchWriteQueue.
 	queue atomic.Pointer[func() (int, time.Duration)]
+	// providerHealth reports keymount_provider_healthy.
+	providerHealth providerHealthCollector
 }
 
 var _ driver.Metrics = (*Metrics)(nil)
@@ -127,6 +129,7 @@ func New() *Metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "keymount_api_write_queue_oldest_seconds", Help: "How long the oldest write waiting for the API server has waited, in seconds; 0 when none waits.",
 		}, func() float64 { _, age := m.writeQueue(); return age.Seconds() }),
+		&m.providerHealth,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

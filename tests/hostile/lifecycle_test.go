@@ -35,6 +35,10 @@ func (p *panicky) Mount(ctx context.Context, provider string, req *v1alpha1.Moun
 	return p.real.Mount(ctx, provider, req)
 }
 
+func (p *panicky) Version(ctx context.Context, provider string) (*v1alpha1.VersionResponse, error) {
+	return p.real.Version(ctx, provider)
+}
+
 // serveDriver runs a second driver beside the harness's one, over the same
 // kubelet root, classes and provider directory but with its own socket and
 // state directory, and providers as its provider client.
