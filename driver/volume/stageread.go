@@ -96,7 +96,7 @@ type readBudget struct{ limit, left int64 }
 
 func (b *readBudget) exceeded(p string) error {
 	return fmt.Errorf("%w: with %q the files take more than %d bytes: "+
-		"raise the driver's --max-call-recv-msg-size or write fewer bytes", ErrStagedTooLarge, p, b.limit)
+		"raise the driver's --provider-max-recv-size or write fewer bytes", ErrStagedTooLarge, p, b.limit)
 }
 
 func typeName(m os.FileMode) string {
