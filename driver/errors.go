@@ -107,7 +107,7 @@ func codeOf(err error) codes.Code {
 		return codes.Aborted
 	case errors.Is(err, errConflict), errors.Is(err, volume.ErrTargetInUse):
 		return codes.AlreadyExists
-	case errors.Is(err, errTooLarge), errors.Is(err, atomicwrite.ErrNoSpace):
+	case errors.Is(err, errTooLarge), errors.Is(err, atomicwrite.ErrNoSpace), errors.Is(err, volume.ErrStagedTooLarge):
 		return codes.ResourceExhausted
 	case errors.Is(err, class.ErrNotFound), errors.Is(err, class.ErrInvalid),
 		errors.Is(err, providerclient.ErrInvalidProviderName), errors.Is(err, providerclient.ErrProviderNotFound):

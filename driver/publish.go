@@ -272,10 +272,10 @@ func (d *Driver) fetchAndWrite(ctx context.Context, v *volume.Volume, spc *secre
 	return d.fetchAndWriteInto(ctx, v, spc, p, mreq, prev, dec, func() (string, func(), error) { return dir, func() {}, nil }, nil)
 }
 
-// fetchAndWriteInto is fetchAndWrite with the directory to write into
-// opened only after the provider answered (an adopted volume's tmpfs, once
-// the provider's stage is gone from over it), and a last touch to the
-// record before it is saved.
+// fetchAndWriteInto is fetchAndWrite with the directory of the volume's
+// files opened when it is needed (an adopted volume's tmpfs, checked to be
+// the recorded one each time), and a last touch to the record before it is
+// saved.
 func (d *Driver) fetchAndWriteInto(ctx context.Context, v *volume.Volume, spc *secretsstorev1.SecretProviderClass,
 	p *publishRequest, mreq *v1alpha1.MountRequest, prev *volume.Record, dec rotation.Decision,
 	openDir func() (string, func(), error), touch func(*volume.Record),
@@ -285,7 +285,7 @@ func (d *Driver) fetchAndWriteInto(ctx context.Context, v *volume.Volume, spc *s
 		return nil, false, err
 	}
 	defer release()
-	resp, files, providerWrites, err := d.mount(ctx, spc, p, mreq, prev)
+	resp, files, providerWrites, err := d.mount(ctx, spc, p, mreq, prev, openDir)
 	if err != nil {
 		return nil, false, err
 	}
@@ -314,33 +314,33 @@ func (d *Driver) fetchAndWriteInto(ctx context.Context, v *volume.Volume, spc *s
 // mount calls the provider and returns its answer and the files of the
 // volume. A provider that returns no files has written them into
 // target_path itself (the legacy mode of the provider contract, the
-// existing AWS provider's default): the call is made with a writable stage
-// over the target (volume.Stage), on a first publish, where the mode is not
+// existing AWS provider's default): the call is made with target_path
+// naming a writable stage beside the target (volume.Stage), holding a copy
+// of the volume's current files, on a first publish, where the mode is not
 // known yet, and on every republish of a volume whose provider wrote its
-// own files before, and what it wrote there becomes the volume's files.
-// providerWrites says that this was the case.
+// own files before; what the provider left there becomes the volume's
+// files. providerWrites says that this was the case.
 func (d *Driver) mount(ctx context.Context, spc *secretsstorev1.SecretProviderClass, p *publishRequest,
-	mreq *v1alpha1.MountRequest, prev *volume.Record,
+	mreq *v1alpha1.MountRequest, prev *volume.Record, openDir func() (string, func(), error),
 ) (resp *v1alpha1.MountResponse, files []*v1alpha1.File, providerWrites bool, err error) {
-	var stage *volume.Stage
-	if prev == nil || prev.ProviderWrites {
-		if stage, err = d.deps.Volumes.Stage(p.target); err != nil {
-			return nil, nil, false, err
-		}
-	}
-	if stage != nil {
-		// A panic in the call must not leave the stage over the target.
-		defer func() {
-			if stage != nil {
-				_, _, _ = stage.Finish()
-			}
-		}()
-	}
-	resp, err = d.deps.Providers.Mount(ctx, string(spc.Spec.Provider), mreq)
-	if stage == nil {
+	if prev != nil && !prev.ProviderWrites {
+		resp, err = d.deps.Providers.Mount(ctx, string(spc.Spec.Provider), mreq)
 		return resp, resp.GetFiles(), false, err
 	}
-	staged, readErr, unstageErr := stage.Finish()
+	stage, err := d.stage(p, prev, openDir)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	// A panic in the call must not leave the stage behind.
+	defer func() {
+		if stage != nil {
+			_ = stage.Discard()
+		}
+	}()
+	mreq.TargetPath = stage.Path
+	resp, err = d.deps.Providers.Mount(ctx, string(spc.Spec.Provider), mreq)
+	mreq.TargetPath = p.targetPath
+	staged, readErr, unstageErr := stage.Finish(d.cfg.ProviderMaxRecvBytes)
 	stage = nil
 	switch {
 	case err != nil || unstageErr != nil:
@@ -349,13 +349,36 @@ func (d *Driver) mount(ctx context.Context, spc *secretsstorev1.SecretProviderCl
 		// The normal mode: whatever is in the stage is not the volume's.
 		return resp, resp.GetFiles(), false, nil
 	case readErr != nil:
-		return nil, nil, false, fmt.Errorf("provider %q returned no files and wrote its own into the target: %w", spc.Spec.Provider, readErr)
+		return nil, nil, false, fmt.Errorf("provider %q returned no files and wrote its own: %w", spc.Spec.Provider, readErr)
 	}
 	files = make([]*v1alpha1.File, 0, len(staged))
 	for _, f := range staged {
 		files = append(files, &v1alpha1.File{Path: f.Path, Mode: int32(f.Mode.Perm()), Contents: f.Contents}) //nolint:gosec // G115: permission bits fit
 	}
 	return resp, files, len(files) > 0 || (prev != nil && prev.ProviderWrites), nil
+}
+
+// stage mounts the stage of a provider call that may write its own files:
+// on a refresh it holds a copy of the volume's current files, where the
+// provider reads back the objects that did not change.
+func (d *Driver) stage(p *publishRequest, prev *volume.Record, openDir func() (string, func(), error)) (*volume.Stage, error) {
+	var current []volume.StagedFile
+	if prev != nil {
+		dir, closeDir, err := openDir()
+		if err != nil {
+			return nil, err
+		}
+		files, err := atomicwrite.Read(dir)
+		closeDir()
+		if err != nil {
+			return nil, fmt.Errorf("read the volume's files for the provider's stage: %w", err)
+		}
+		current = make([]volume.StagedFile, len(files))
+		for i, f := range files {
+			current[i] = volume.StagedFile{Path: f.Path, Mode: f.Mode, Contents: f.Contents}
+		}
+	}
+	return d.deps.Volumes.Stage(p.target, current)
 }
 
 // write puts the provider's files into the volume, in the request's mount

@@ -27,10 +27,13 @@ type scriptedProvider struct {
 	// files into the target itself.
 	writeOwn func(target string) error
 	version  string
+	// req is the request of the call in progress (or of the last one).
+	req *v1alpha1.MountRequest
 }
 
 func (p *scriptedProvider) Mount(_ context.Context, _ string, req *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
 	p.calls++
+	p.req = req
 	if p.writeOwn != nil {
 		if err := p.writeOwn(req.GetTargetPath()); err != nil {
 			return nil, err

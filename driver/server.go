@@ -105,8 +105,9 @@ func NewVolumeManager(stateDir string, sizeBytes int64) (*volume.Manager, error)
 	return volume.NewManager(stateDir, sizeBytes)
 }
 
-// Run removes the volumes no target shows any more, then listens on the
-// configured endpoint and serves until ctx is done. A socket another
+// Run removes the volumes no target shows any more and the provider stages
+// a killed driver left, then listens on the configured endpoint and serves
+// until ctx is done. A socket another
 // instance still serves on is never removed: Run fails instead.
 func (d *Driver) Run(ctx context.Context) error {
 	path, err := socketPath(d.cfg.Endpoint)
@@ -121,6 +122,11 @@ func (d *Driver) Run(ctx context.Context) error {
 		klog.ErrorS(err, "removing volumes no target shows", "removed", n)
 	} else if n > 0 {
 		klog.InfoS("removed volumes no target shows", "removed", n)
+	}
+	if n, err := d.deps.Volumes.RemoveOrphanStages(d.cfg.KubeletRootDir); err != nil {
+		klog.ErrorS(err, "removing provider stages left by a killed driver", "removed", n)
+	} else if n > 0 {
+		klog.InfoS("removed provider stages left by a killed driver", "removed", n)
 	}
 	return d.Serve(ctx, l)
 }

@@ -57,6 +57,11 @@ func (d *Driver) unpublishLocked(volumeID, targetPath string) (*volume.Record, e
 			"volumeID", volumeID, "targetPath", targetPath, "err", err)
 		return nil, nil
 	}
+	// A provider stage left beside the target by a driver killed during
+	// a call: kubelet cannot remove the volume directory while it is there.
+	if _, err := d.deps.Volumes.RemoveStages(t); err != nil {
+		return nil, err
+	}
 	if rec != nil && rec.Adopted {
 		return d.unpublishAdopted(v, t, rec)
 	}
