@@ -51,7 +51,9 @@ func (m *Manager) Stage(t *targetpath.Target) (*Stage, error) {
 		return nil, fmt.Errorf("stage %s: fsopen tmpfs: %w", t.Path, err)
 	}
 	defer func() { _ = unix.Close(fsfd) }()
-	for k, v := range map[string]string{"size": strconv.FormatInt(m.sizeBytes+slackBytes, 10), "mode": "0755"} {
+	// The source marks it as the driver's: a stage a killed call left on a
+	// target is recognised and removed (ClearTarget, RemoveOrphans).
+	for k, v := range map[string]string{"size": strconv.FormatInt(m.sizeBytes+slackBytes, 10), "mode": "0755", "source": m.stageSource()} {
 		if err := unix.FsconfigSetString(fsfd, k, v); err != nil {
 			return nil, fmt.Errorf("stage %s: tmpfs %s=%s: %w", t.Path, k, v, err)
 		}
