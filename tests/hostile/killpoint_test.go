@@ -56,15 +56,23 @@ func startKillNode(t *testing.T) *killNode {
 	t.Helper()
 	k := &killNode{binNode: startBinNodeWith(t, killpointBinary(t))}
 	k.version.Store(1)
-	k.prov.set(func(context.Context, *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
+	answer := answerVersion(&k.version)
+	k.prov.set(func(ctx context.Context, req *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
 		if p := k.armed.Swap(nil); p != nil {
 			_ = p.cmd.Process.Signal(syscall.SIGKILL)
 			<-p.exited
 			return nil, status.Error(codes.Unavailable, "the driver died in the call")
 		}
-		return respond(filesOf(crashFiles(int(k.version.Load())))...), nil
+		return answer(ctx, req)
 	})
 	return k
+}
+
+// answerVersion answers every call with crashFiles of the version now set.
+func answerVersion(version *atomic.Int64) script {
+	return func(context.Context, *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
+		return respond(filesOf(crashFiles(int(version.Load())))...), nil
+	}
 }
 
 // restart kills the running driver (if it still runs) and starts it again,
