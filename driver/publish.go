@@ -15,6 +15,7 @@ import (
 	"github.com/keymount/keymount/driver/atomicwrite"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/killpoint"
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/rotation"
 )
@@ -51,6 +52,7 @@ func (d *Driver) publish(ctx context.Context, req *csi.NodePublishVolumeRequest)
 // publishLocked runs the pipeline under the volume lock and returns what the
 // cluster side should hear, nil for nothing.
 func (d *Driver) publishLocked(ctx context.Context, p *publishRequest) (*Outcome, error) {
+	killpoint.Reached("publish.locked")
 	v := d.deps.Volumes.Lookup(p.volumeID)
 	prev, err := d.loadRecord(v, p)
 	if err != nil {
@@ -179,6 +181,7 @@ func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishReques
 	if err == nil && prev == nil {
 		err = d.deps.Volumes.Bind(v, p.target, p.readOnly)
 	}
+	killpoint.Reached("publish.done")
 	if err != nil {
 		if prev == nil {
 			d.removeAfterFailure(v, p)
@@ -260,6 +263,7 @@ func (d *Driver) mountNew(v *volume.Volume, p *publishRequest) error {
 	if err := d.deps.Volumes.CheckTarget(v, p.target); err != nil {
 		return err
 	}
+	killpoint.Reached("publish.checked-target")
 	return d.deps.Volumes.MountTmpfs(v)
 }
 
@@ -289,6 +293,7 @@ func (d *Driver) fetchAndWriteInto(ctx context.Context, v *volume.Volume, spc *s
 	if err != nil {
 		return nil, false, err
 	}
+	killpoint.Reached("publish.provider-answered")
 	dir, closeDir, err := openDir()
 	if err != nil {
 		return nil, false, err

@@ -31,6 +31,11 @@ type awsLike struct {
 	reads, calls int
 }
 
+// Version answers as a provider that is up.
+func (p *awsLike) Version(context.Context, string) (*v1alpha1.VersionResponse, error) {
+	return &v1alpha1.VersionResponse{Version: "v1alpha1", RuntimeName: "aws-like"}, nil
+}
+
 func (p *awsLike) Mount(_ context.Context, _ string, req *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
 	p.calls++
 	if p.during != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/killpoint"
 )
 
 // unpublish unmounts the target and removes the volume's tmpfs, but only
@@ -51,6 +52,7 @@ func (d *Driver) unpublishLocked(volumeID, targetPath string) (*volume.Record, e
 			"volumeID", volumeID, "targetPath", targetPath, "publishedAt", rec.TargetPath)
 		return nil, nil
 	}
+	killpoint.Reached("unpublish.locked")
 	t, err := targetpath.Parse(d.cfg.KubeletRootDir, targetPath, podUIDOf(rec, d.cfg.KubeletRootDir, targetPath))
 	if err != nil {
 		klog.InfoS("not unpublishing: the target path is not a kubelet target path; nothing touched",
@@ -71,15 +73,21 @@ func (d *Driver) unpublishLocked(volumeID, targetPath string) (*volume.Record, e
 	}
 	if !unbound && rec == nil {
 		// Without a record and without the target showing the volume,
-		// nothing says the target is ours: leave it, and the tmpfs, which
-		// the start-up clean-up removes once no target shows it.
-		klog.InfoS("not unpublishing: the target does not show a volume of this driver; nothing touched",
-			"volumeID", volumeID, "targetPath", targetPath)
+		// nothing says the target is ours: leave it. The volume's tmpfs
+		// goes when no target shows it (a first publish killed before it
+		// bound the target); one a target shows stays.
+		removed, err := d.deps.Volumes.RemoveUnshown(v)
+		if err != nil {
+			return nil, err
+		}
+		klog.InfoS("the target does not show a volume of this driver; target not touched",
+			"volumeID", volumeID, "targetPath", targetPath, "removedTmpfs", removed)
 		return nil, nil
 	}
 	if err := d.deps.Volumes.RemoveTmpfs(v); err != nil {
 		return nil, err
 	}
+	killpoint.Reached("unpublish.done")
 	klog.InfoS("volume unpublished", "volumeID", volumeID, "targetPath", targetPath)
 	return rec, nil
 }

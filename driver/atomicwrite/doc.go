@@ -21,12 +21,22 @@
 //
 // # Why readers never see a mix
 //
-// Write builds the new generation beside the old one, then renames a fresh
-// symlink over ..data. rename(2) replaces the link in one step, so every path
-// lookup of dir/token resolves either wholly in the old generation or wholly in
-// the new one, and files inside a generation never change after it is
-// published. Only then does Write add missing top-level links and drop the
-// links of removed files.
+// Write builds the new generation beside the old one, links the top-level
+// names the new generation adds, then renames a fresh symlink over ..data.
+// rename(2) replaces the link in one step, so every path lookup of dir/token
+// resolves either wholly in the old generation or wholly in the new one, and
+// files inside a generation never change after it is published. Only then
+// does Write drop the links of removed files.
+//
+// # Crashes
+//
+// A process killed at any instant of a Write leaves ..data naming one
+// complete generation, old or new, with every one of its top-level names
+// linked: new names are linked before the swap (they dangle until it, as in
+// kubelet's own atomic writer), old names are removed after it. What a kill
+// can leave behind is never wrong, only extra: a generation not swapped in,
+// a link of a name that generation would have added, a temporary link.
+// The next Write removes them, and Repair does so without writing.
 //
 // A replaced generation is not deleted at once: a lookup that read ..data just
 // before the swap may be descheduled before it reaches the file, and would

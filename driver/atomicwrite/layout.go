@@ -77,11 +77,14 @@ func replaceSymlink(dir, tmp, name, target string) error {
 	return nil
 }
 
-// linkNames points every top-level name at ..data/name, leaving correct links
-// alone. A name that does not exist yet (every name of a first publish) is
-// linked in place: creating a symlink is atomic. Any other is replaced
-// through a temporary link and a rename.
-func linkNames(dir string, names []string) error {
+// linkNames points every top-level name at ..data/name, leaving correct
+// links alone, and returns the names it linked that had no link before. A
+// name that does not exist yet (every name of a first publish) is linked in
+// place: creating a symlink is atomic. Any other is replaced through a
+// temporary link and a rename. Write links the names of a new generation
+// before ..data names it: a new name dangles until the swap, and a crash at
+// any moment leaves every name of the old or of the new generation linked.
+func linkNames(dir string, names []string) (made []string, err error) {
 	for _, name := range names {
 		path, want := filepath.Join(dir, name), linkTarget(name)
 		target, err := os.Readlink(path)
@@ -91,17 +94,30 @@ func linkNames(dir string, names []string) error {
 		case errors.Is(err, fs.ErrNotExist):
 			err = os.Symlink(want, path)
 			if err == nil {
+				made = append(made, name)
 				continue
 			}
 			if !errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("link %q: %w", name, err)
+				return made, fmt.Errorf("link %q: %w", name, err)
 			}
 		}
 		if err := replaceSymlink(dir, nameTmpLink, name, want); err != nil {
-			return fmt.Errorf("link %q: %w", name, err)
+			return made, fmt.Errorf("link %q: %w", name, err)
 		}
 	}
-	return nil
+	return made, nil
+}
+
+// unlink removes the top-level links linkNames made for a generation that
+// was never swapped in.
+func unlink(dir string, made []string) error {
+	var errs []error
+	for _, name := range made {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove link %q of a generation not swapped in: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func linked(dir, name string) bool {

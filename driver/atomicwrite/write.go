@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/internal/killpoint"
 )
 
 // retireGrace is how long a generation stays on disk after ..data stopped
@@ -81,12 +83,20 @@ func write(dir string, files []File, gid int) (changed bool, err error) {
 	if err := setDirGroup(dir, gid); err != nil {
 		return false, errors.Join(err, os.RemoveAll(filepath.Join(dir, gen)))
 	}
-	if err := swap(dir, gen); err != nil {
-		return false, err
+	killpoint.Reached("write.generation")
+	made, err := linkNames(dir, names)
+	if err != nil {
+		return false, errors.Join(err, unlink(dir, made), os.RemoveAll(filepath.Join(dir, gen)))
 	}
-	if err := publish(dir, names, gen, prev); err != nil {
+	killpoint.Reached("write.linked")
+	if err := swap(dir, gen); err != nil {
+		return false, errors.Join(err, unlink(dir, made))
+	}
+	killpoint.Reached("write.swapped")
+	if err := finish(dir, names, gen, prev); err != nil {
 		return true, err
 	}
+	killpoint.Reached("write.cleaned")
 	klog.V(4).InfoS("wrote volume generation", "targetPath", dir, "generation", gen, "files", len(want))
 	return true, nil
 }
@@ -129,13 +139,10 @@ func swap(dir, gen string) error {
 	return nil
 }
 
-// publish runs after the swap: it adds the missing top-level links, marks
-// prev retired, and removes the links of files no longer present and the
-// generations retired more than retireGrace ago.
-func publish(dir string, names []string, gen, prev string) error {
-	if err := linkNames(dir, names); err != nil {
-		return err
-	}
+// finish runs after the swap: it marks prev retired, and removes the links
+// of files no longer present and the generations retired more than
+// retireGrace ago.
+func finish(dir string, names []string, gen, prev string) error {
 	return errors.Join(retire(dir, prev), cleanup(dir, names, keepGenerations(gen, prev, time.Now())))
 }
 

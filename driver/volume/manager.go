@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/driver/targetpath"
+	"github.com/keymount/keymount/internal/killpoint"
 )
 
 var (
@@ -101,13 +102,18 @@ func (m *Manager) MountTmpfs(v *Volume) error {
 	if err := os.MkdirAll(v.Dir, 0o700); err != nil {
 		return fmt.Errorf("create volume dir: %w", err)
 	}
+	killpoint.Reached("volume.made-dir")
+	// The source names the volume's directory: every bind of the tmpfs
+	// shows it, so the driver knows its own binds (see ClearTarget).
 	opts := "size=" + strconv.FormatInt(2*m.sizeBytes+slackBytes, 10) + ",mode=0700"
-	if err := unix.Mount("tmpfs", v.Dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+	if err := unix.Mount(v.Dir, v.Dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
 		return fmt.Errorf("mount tmpfs at %s: %w", v.Dir, err)
 	}
+	killpoint.Reached("volume.mounted-tmpfs")
 	if err := os.Mkdir(v.DataDir, 0o755); err != nil { //nolint:gosec // G301: the pod, any UID, reads its volume through this directory.
 		return errors.Join(fmt.Errorf("create volume data dir: %w", err), m.RemoveTmpfs(v))
 	}
+	killpoint.Reached("volume.made-data-dir")
 	return nil
 }
 
@@ -123,6 +129,7 @@ func (m *Manager) RemoveTmpfs(v *Volume) error {
 		if err := unmount(v.Dir); err != nil {
 			return fmt.Errorf("unmount volume tmpfs %s: %w", v.Dir, err)
 		}
+		killpoint.Reached("volume.unmounted-tmpfs")
 	}
 	if err := os.Remove(v.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove volume dir: %w", err)
@@ -143,7 +150,21 @@ func unmount(p string) error {
 // never sees a writable volume. A target already showing the volume is left
 // as it is; a target that is any other mount point fails with
 // ErrTargetInUse and is left untouched.
+//
+// A mount of the driver's own that no call uses any more (see ClearTarget)
+// is removed first, so a target a killed call left it on is bound again.
 func (m *Manager) Bind(v *Volume, t *targetpath.Target, readOnly bool) error {
+	err := m.bind(v, t, readOnly)
+	if !errors.Is(err, ErrTargetInUse) {
+		return err
+	}
+	if n, cerr := m.ClearTarget(v, t); cerr != nil || n == 0 {
+		return errors.Join(err, cerr)
+	}
+	return m.bind(v, t, readOnly)
+}
+
+func (m *Manager) bind(v *Volume, t *targetpath.Target, readOnly bool) error {
 	dst, err := t.Open(true)
 	if err != nil {
 		return err
@@ -160,8 +181,20 @@ func (m *Manager) Bind(v *Volume, t *targetpath.Target, readOnly bool) error {
 
 // CheckTarget returns an error wrapping ErrTargetInUse when the target is a
 // mount point that does not show the volume; a missing target is free.
-// Nothing is changed.
+// Nothing is changed but mounts of the driver's own that no call uses any
+// more (see ClearTarget).
 func (m *Manager) CheckTarget(v *Volume, t *targetpath.Target) error {
+	err := m.checkTarget(v, t)
+	if !errors.Is(err, ErrTargetInUse) {
+		return err
+	}
+	if n, cerr := m.ClearTarget(v, t); cerr != nil || n == 0 {
+		return errors.Join(err, cerr)
+	}
+	return m.checkTarget(v, t)
+}
+
+func (m *Manager) checkTarget(v *Volume, t *targetpath.Target) error {
 	f, err := t.Open(false)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -206,6 +239,7 @@ func attach(src string, dst *os.File, readOnly bool) error {
 	if err := unix.MoveMount(tree, "", int(dst.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("bind volume onto %s: %w", dst.Name(), err)
 	}
+	killpoint.Reached("volume.bound")
 	return nil
 }
 
@@ -223,9 +257,22 @@ func (m *Manager) BoundTo(v *Volume, t *targetpath.Target) (bool, error) {
 }
 
 // Unbind unmounts the target and removes its directory, but only when the
-// target shows the volume's data directory; anything else is left as it is
-// and reported with unbound=false.
+// target shows the volume's data directory, or a mount of the driver's own
+// that no call uses any more (see ClearTarget); anything else is left as it
+// is and reported with unbound=false.
 func (m *Manager) Unbind(v *Volume, t *targetpath.Target) (unbound bool, err error) {
+	cleared, err := m.ClearTarget(v, t)
+	if err != nil {
+		return false, err
+	}
+	unbound, err = m.unbind(v, t)
+	if err != nil || unbound || cleared == 0 {
+		return unbound, err
+	}
+	return true, t.RemoveDir()
+}
+
+func (m *Manager) unbind(v *Volume, t *targetpath.Target) (unbound bool, err error) {
 	f, err := t.Open(false)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, targetpath.ErrSymlink) {
 		// Nothing there, a file, or a path through a symlink: not a mount
@@ -248,6 +295,7 @@ func (m *Manager) Unbind(v *Volume, t *targetpath.Target) (unbound bool, err err
 	if err != nil {
 		return false, fmt.Errorf("unmount target %s: %w", t.Path, err)
 	}
+	killpoint.Reached("volume.unbound")
 	return true, t.RemoveDir()
 }
 

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	mount "k8s.io/mount-utils"
+
+	"github.com/keymount/keymount/driver/atomicwrite"
 )
 
 // mountInfoPath is this process's mount table.
@@ -14,9 +16,13 @@ const mountInfoPath = "/proc/self/mountinfo"
 
 // RemoveOrphans unmounts and removes every volume tmpfs under the state
 // directory that no other mount shows any more: its target was unmounted
-// while the driver was not running (or by someone else), so nothing can read
-// it, and its secrets should not stay in memory. Directories left without a
-// tmpfs are removed as well. It returns how many volumes it removed.
+// while the driver was not running (or by someone else), or a first publish
+// was killed before it bound the target, so nothing can read it, and its
+// secrets should not stay in memory. Directories left without a tmpfs are
+// removed as well, and so are provider stages a killed call left on a
+// target. A volume a target shows is repaired (atomicwrite.Repair): a write
+// killed half-way leaves no dangling or temporary link. It returns how many
+// mounts it removed.
 func (m *Manager) RemoveOrphans() (int, error) {
 	infos, err := mount.ParseMountInfo(mountInfoPath)
 	if err != nil {
@@ -27,7 +33,19 @@ func (m *Manager) RemoveOrphans() (int, error) {
 	uses := map[[2]int]int{}
 	ours := map[string][2]int{} // volume dir -> device
 	at := map[string][][2]int{} // mount point -> devices mounted there
+	var errs []error
+	removed := 0
 	for _, mi := range infos {
+		if mi.FsType == "tmpfs" && mi.Source == m.stageSource() {
+			// A provider's stage: no call runs before start-up ends.
+			if err := unmount(mi.MountPoint); err != nil {
+				errs = append(errs, fmt.Errorf("unmount a provider stage left at %s: %w", mi.MountPoint, err))
+			} else {
+				logRemoved(mi.MountPoint, "a provider stage of a call that did not finish")
+				removed++
+			}
+			continue
+		}
 		dev := [2]int{mi.Major, mi.Minor}
 		uses[dev]++
 		at[mi.MountPoint] = append(at[mi.MountPoint], dev)
@@ -41,8 +59,6 @@ func (m *Manager) RemoveOrphans() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("list volumes: %w", err)
 	}
-	removed := 0
-	var errs []error
 	for _, e := range entries {
 		dir := filepath.Join(m.root, e.Name())
 		dev, mounted := ours[dir]
@@ -50,7 +66,12 @@ func (m *Manager) RemoveOrphans() (int, error) {
 		case !e.IsDir():
 			continue
 		case mounted && uses[dev] > 1:
-			continue // a target still shows it
+			// A target still shows it: heal what a write killed half-way
+			// left (links of the other generation, temporary links).
+			if err := atomicwrite.Repair(filepath.Join(dir, "data")); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("repair volume %s: %w", dir, err))
+			}
+			continue
 		case mounted:
 			if err := unmount(dir); err != nil {
 				errs = append(errs, fmt.Errorf("unmount orphaned volume %s: %w", dir, err))

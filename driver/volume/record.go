@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/keymount/keymount/internal/killpoint"
 )
 
 const recordFile = "record.json"
@@ -130,6 +132,7 @@ func (v *Volume) SaveRecord(r *Record) error {
 	if err := writeNew(tmp, data); err != nil {
 		return fmt.Errorf("write volume record: %w", err)
 	}
+	killpoint.Reached("record.written")
 	if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
 		if err := os.RemoveAll(dst); err != nil {
 			return fmt.Errorf("replace damaged volume record: %w", err)
@@ -138,6 +141,7 @@ func (v *Volume) SaveRecord(r *Record) error {
 	if err := os.Rename(tmp, dst); err != nil {
 		return fmt.Errorf("save volume record: %w", err)
 	}
+	killpoint.Reached("record.saved")
 	return nil
 }
 

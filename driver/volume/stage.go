@@ -111,6 +111,9 @@ func (m *Manager) stageTmpfs() (*os.File, error) {
 	inodes := size/int64(os.Getpagesize()) + stageSpareInodes
 	for _, kv := range [][2]string{
 		{"size", strconv.FormatInt(size, 10)}, {"nr_inodes", strconv.FormatInt(inodes, 10)}, {"mode", "0755"},
+		// The source marks it as the driver's: a stage a killed call left
+		// behind is recognised and removed (ClearTarget, RemoveOrphans).
+		{"source", m.stageSource()},
 	} {
 		if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
 			return nil, fmt.Errorf("tmpfs %s=%s: %w", kv[0], kv[1], err)

@@ -115,14 +115,6 @@ func TestPublishOntoForeignMount(t *testing.T) {
 				mustMount(t, other, v.Target, "", unix.MS_BIND, "")
 			},
 		},
-		{
-			name: "target still bound to the old tmpfs, whose mount in the state dir is gone",
-			stale: func(t *testing.T, h *harness.Harness, v harness.Volume) {
-				// The target is read-only: write through the volume's own mount.
-				mustWrite(t, filepath.Join(h.VolumeDir(v.ID), "data", "stale"), "stale")
-				mustUnmount(t, h.VolumeDir(v.ID))
-			},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,6 +154,47 @@ func TestPublishOntoForeignMount(t *testing.T) {
 			assertFiles(t, v.Target, appFiles("v2"))
 			unpublish(t, h, v)
 			assertGone(t, h, v)
+		})
+	}
+}
+
+// TestVanishedTmpfsUnderLiveBindHeals: the volume's tmpfs was unmounted
+// from the state directory while the target's bind of it stays live (the
+// record went with it). The driver knows that bind as its own (its mount
+// source names the volume's directory): the next republish replaces it
+// with a fresh volume holding the current content, and an unpublish
+// removes it; neither is AlreadyExists or leaves a mount behind.
+//
+// Regression: 66d3deb ("conformance: publish read-only as kubelet does")
+// turned this case of TestPublishRepairsStaleMount into AlreadyExists, and
+// unpublish left the bind, because nothing told the driver's bind from a
+// foreign mount once the tmpfs was gone from the state directory.
+func TestVanishedTmpfsUnderLiveBindHeals(t *testing.T) {
+	for _, next := range []string{"republish", "unpublish"} {
+		t.Run(next, func(t *testing.T) {
+			h := startApp(t)
+			v := h.NewVolume("secrets")
+			publish(t, h, v, appClass)
+			// The target is read-only: write through the volume's own mount.
+			mustWrite(t, filepath.Join(h.VolumeDir(v.ID), "data", "stale"), "stale")
+			mustUnmount(t, h.VolumeDir(v.ID))
+			assertStale(t, v.Target)
+
+			if next == "republish" {
+				writeApp(h, "v2")
+				publish(t, h, v, appClass)
+				assertPublished(t, h, v)
+				assertFiles(t, v.Target, appFiles("v2"))
+				if ms, err := harness.Mounts(v.Target); err != nil || len(ms) != 1 {
+					t.Errorf("%d mounts at the target after the heal (%v), want one", len(ms), err)
+				}
+			}
+			unpublish(t, h, v)
+			assertGone(t, h, v)
+			assertNoMounts(t, h.StateDir)
+			if ms, err := harness.Mounts(v.Target); err != nil || len(ms) != 0 {
+				t.Errorf("%d mounts left at the target after unpublish (%v)", len(ms), err)
+			}
 		})
 	}
 }

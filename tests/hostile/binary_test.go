@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/internal/killpoint"
 	"github.com/keymount/keymount/tests/harness"
 )
 
@@ -47,7 +48,34 @@ func driverBinary(t *testing.T) string {
 	return built.path
 }
 
-// removeBuilt removes the binary after the last test.
+// builtKill is the driver binary built with the tag killpoints
+// (internal/killpoint): it dies by SIGKILL at the step KEYMOUNT_KILLPOINT
+// names.
+var builtKill struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// killpointBinary builds cmd/keymount-driver with kill points on first use.
+func killpointBinary(t *testing.T) string {
+	t.Helper()
+	driverBinary(t) // makes built.dir
+	builtKill.once.Do(func() {
+		builtKill.path = filepath.Join(built.dir, "keymount-driver-killpoints")
+		out, err := exec.Command("go", "build", "-tags", "killpoints", "-o", builtKill.path,
+			"github.com/keymount/keymount/cmd/keymount-driver").CombinedOutput()
+		if err != nil {
+			builtKill.err = fmt.Errorf("go build -tags killpoints ./cmd/keymount-driver: %w\n%s", err, out)
+		}
+	})
+	if builtKill.err != nil {
+		t.Fatal(builtKill.err)
+	}
+	return builtKill.path
+}
+
+// removeBuilt removes the binaries after the last test.
 func removeBuilt() {
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
@@ -60,6 +88,10 @@ func removeBuilt() {
 type binNode struct {
 	dir, classDir, providerDir, stateDir, kubeletRoot, sock string
 
+	// bin is the driver binary (driverBinary when empty); killpoint, when
+	// set, is passed to it as KEYMOUNT_KILLPOINT.
+	bin, killpoint string
+
 	prov *scriptProvider
 	drv  *proc
 	conn *grpc.ClientConn
@@ -71,6 +103,13 @@ type binNode struct {
 // the driver and unmounts and removes everything.
 func startBinNode(t *testing.T) *binNode {
 	t.Helper()
+	return startBinNodeWith(t, "")
+}
+
+// startBinNodeWith is startBinNode running binary bin (driverBinary when
+// empty).
+func startBinNodeWith(t *testing.T, bin string) *binNode {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "kmb")
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +120,7 @@ func startBinNode(t *testing.T) *binNode {
 	b := &binNode{
 		dir: dir, classDir: filepath.Join(dir, "classes"), providerDir: filepath.Join(dir, "providers"),
 		stateDir: filepath.Join(dir, "state"), kubeletRoot: filepath.Join(dir, "kubelet"),
-		sock: filepath.Join(dir, "csi.sock"), prov: &scriptProvider{},
+		sock: filepath.Join(dir, "csi.sock"), prov: &scriptProvider{}, bin: bin,
 	}
 	t.Cleanup(func() { b.cleanup(t) })
 	for _, d := range []string{b.classDir, b.providerDir, b.stateDir, b.kubeletRoot} {
@@ -113,11 +152,18 @@ func (b *binNode) driverArgs() []string {
 // driverCmd is the driver binary with this node's flags and an environment
 // without an in-cluster API server.
 func (b *binNode) driverCmd(t *testing.T) *exec.Cmd {
-	cmd := exec.Command(driverBinary(t), b.driverArgs()...)
+	bin := b.bin
+	if bin == "" {
+		bin = driverBinary(t)
+	}
+	cmd := exec.Command(bin, b.driverArgs()...)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KUBERNETES_SERVICE_") {
+		if !strings.HasPrefix(kv, "KUBERNETES_SERVICE_") && !strings.HasPrefix(kv, killpoint.EnvVar+"=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
+	}
+	if b.killpoint != "" {
+		cmd.Env = append(cmd.Env, killpoint.EnvVar+"="+b.killpoint)
 	}
 	return cmd
 }
