@@ -175,16 +175,25 @@ func TestReadyzFollowsProviders(t *testing.T) {
 
 	// A fresh driver on the node, no provider running: never ready.
 	stopUp()
-	if err := os.Remove(filepath.Join(n.sockets, "up.sock")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	freshDriverNotReady(t, n, "up")
+}
+
+// freshDriverNotReady starts a second driver on n's node, whose mounted
+// volumes use provider, once provider's socket is gone: its first check
+// finds it, and /readyz and Probe name it.
+func freshDriverNotReady(t *testing.T, n *socketNode, provider string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(n.sockets, provider+".sock")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
 	d2 := n.newDriver(t, Config{ProviderHealthInterval: time.Hour})
 	id2, srv2 := servedSocketNode(t, d2, socketDir(t))
 	waitFor(t, "the first round of the fresh driver", func() bool { return len(d2.ProviderHealth()) == 1 })
-	if code, body := get(t, srv2, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `provider "up"`) {
-		t.Fatalf("/readyz of a fresh driver without provider sockets: %d %q, want 503 naming provider up", code, body)
+	name := `provider "` + provider + `"`
+	if code, body := get(t, srv2, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, name) {
+		t.Fatalf("/readyz of a fresh driver without provider sockets: %d %q, want 503 naming %s", code, body, name)
 	}
-	if ready, why := probe(t, id2); ready || !strings.Contains(why, `provider "up"`) {
-		t.Fatalf("Probe of a fresh driver without provider sockets: ready %v (%q)", ready, why)
+	if ready, why := probe(t, id2); ready || !strings.Contains(why, name) {
+		t.Fatalf("Probe of a fresh driver without provider sockets: ready %v (%q), want not ready naming %s", ready, why, name)
 	}
 }
