@@ -37,6 +37,8 @@ const providerVersionTimeout = 5 * time.Second
 // marks its provider healthy at once.
 type providerHealth struct {
 	interval time.Duration
+	// timeout bounds one Version call: providerVersionTimeout.
+	timeout  time.Duration
 	checkAll bool
 	version  func(ctx context.Context, provider string) error
 	used     func() ([]string, error)
@@ -75,9 +77,9 @@ func (h *providerHealth) check(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i, p := range targets {
 		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, providerVersionTimeout)
+			cctx, cancel := context.WithTimeout(ctx, h.timeout)
 			defer cancel()
-			results[i] = answered(cctx, p, h.version(cctx, p))
+			results[i] = answered(cctx, p, h.timeout, h.version(cctx, p))
 		})
 	}
 	wg.Wait()
@@ -111,7 +113,7 @@ func (h *providerHealth) logChange(provider string, err error) {
 
 // answered turns the result of a Version call into the provider's health:
 // nil when it answered.
-func answered(ctx context.Context, provider string, err error) error {
+func answered(ctx context.Context, provider string, timeout time.Duration, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -119,7 +121,7 @@ func answered(ctx context.Context, provider string, err error) error {
 		return nil // it answered
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("provider %q does not answer Version within %s: %w", provider, providerVersionTimeout, err)
+		return fmt.Errorf("provider %q does not answer Version within %s: %w", provider, timeout, err)
 	}
 	return fmt.Errorf("provider %q does not answer Version: %w", provider, err)
 }

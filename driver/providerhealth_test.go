@@ -29,9 +29,17 @@ import (
 func TestProviderHealthRounds(t *testing.T) {
 	answers := map[string]error{}
 	used := []string{"a", "b"}
+	hang := map[string]bool{}
 	h := &providerHealth{
+		timeout: 20 * time.Millisecond,
 		used:    func() ([]string, error) { return used, nil },
-		version: func(_ context.Context, p string) error { return answers[p] },
+		version: func(ctx context.Context, p string) error {
+			if hang[p] {
+				<-ctx.Done() // a provider that takes the call and never answers
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return answers[p]
+		},
 	}
 	if err := h.notReady(); err == nil {
 		t.Fatal("ready before the first round")
@@ -55,6 +63,13 @@ func TestProviderHealthRounds(t *testing.T) {
 	if err := h.notReady(); err != nil {
 		t.Fatalf("b answering Unimplemented: %v, want ready (it answered)", err)
 	}
+
+	hang["a"] = true
+	h.check(t.Context())
+	if err := h.notReady(); err == nil || !strings.Contains(err.Error(), `provider "a" does not answer Version within 20ms`) {
+		t.Fatalf("a hanging: %v, want not ready naming a and the timeout", err)
+	}
+	hang["a"] = false
 
 	// checkAll: c was called, no mounted volume uses it.
 	h.checkAll = true
