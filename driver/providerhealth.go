@@ -34,7 +34,8 @@ const providerVersionTimeout = 5 * time.Second
 // A provider that answers Version with an error status (Unimplemented, for
 // one) answered: only a missing socket, a refused connection or no answer
 // within providerVersionTimeout make it unhealthy. A successful Mount call
-// marks its provider healthy at once.
+// marks its provider healthy at once (and reports it until the next round
+// says otherwise).
 type providerHealth struct {
 	interval time.Duration
 	// timeout bounds one Version call: providerVersionTimeout.
@@ -148,10 +149,13 @@ func (h *providerHealth) mounted(provider string) {
 		h.called = map[string]struct{}{}
 	}
 	h.called[provider] = struct{}{}
-	if err, ok := h.state[provider]; ok && err != nil {
-		h.state[provider] = nil
+	if err, known := h.state[provider]; known && err != nil {
 		klog.InfoS("provider answers again", "provider", provider)
 	}
+	if h.state == nil {
+		h.state = map[string]error{}
+	}
+	h.state[provider] = nil
 }
 
 // notReady returns why the providers make the driver not ready: the first
