@@ -34,9 +34,12 @@ const providerVersionTimeout = 5 * time.Second
 // A provider that answers Version with an error status (Unimplemented, for
 // one) answered: only a missing socket, a refused connection or no answer
 // within providerVersionTimeout make it unhealthy. A successful Mount call
-// marks its provider healthy at once.
+// marks its provider healthy at once (and reports it until the next round
+// says otherwise).
 type providerHealth struct {
 	interval time.Duration
+	// timeout bounds one Version call: providerVersionTimeout.
+	timeout  time.Duration
 	checkAll bool
 	version  func(ctx context.Context, provider string) error
 	used     func() ([]string, error)
@@ -75,9 +78,9 @@ func (h *providerHealth) check(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i, p := range targets {
 		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, providerVersionTimeout)
+			cctx, cancel := context.WithTimeout(ctx, h.timeout)
 			defer cancel()
-			results[i] = answered(cctx, p, h.version(cctx, p))
+			results[i] = answered(cctx, p, h.timeout, h.version(cctx, p))
 		})
 	}
 	wg.Wait()
@@ -111,7 +114,7 @@ func (h *providerHealth) logChange(provider string, err error) {
 
 // answered turns the result of a Version call into the provider's health:
 // nil when it answered.
-func answered(ctx context.Context, provider string, err error) error {
+func answered(ctx context.Context, provider string, timeout time.Duration, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -119,7 +122,7 @@ func answered(ctx context.Context, provider string, err error) error {
 		return nil // it answered
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("provider %q does not answer Version within %s: %w", provider, providerVersionTimeout, err)
+		return fmt.Errorf("provider %q does not answer Version within %s: %w", provider, timeout, err)
 	}
 	return fmt.Errorf("provider %q does not answer Version: %w", provider, err)
 }
@@ -146,10 +149,13 @@ func (h *providerHealth) mounted(provider string) {
 		h.called = map[string]struct{}{}
 	}
 	h.called[provider] = struct{}{}
-	if err, ok := h.state[provider]; ok && err != nil {
-		h.state[provider] = nil
+	if err, known := h.state[provider]; known && err != nil {
 		klog.InfoS("provider answers again", "provider", provider)
 	}
+	if h.state == nil {
+		h.state = map[string]error{}
+	}
+	h.state[provider] = nil
 }
 
 // notReady returns why the providers make the driver not ready: the first

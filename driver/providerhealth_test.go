@@ -29,9 +29,17 @@ import (
 func TestProviderHealthRounds(t *testing.T) {
 	answers := map[string]error{}
 	used := []string{"a", "b"}
+	hang := map[string]bool{}
 	h := &providerHealth{
+		timeout: 20 * time.Millisecond,
 		used:    func() ([]string, error) { return used, nil },
-		version: func(_ context.Context, p string) error { return answers[p] },
+		version: func(ctx context.Context, p string) error {
+			if hang[p] {
+				<-ctx.Done() // a provider that takes the call and never answers
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return answers[p]
+		},
 	}
 	if err := h.notReady(); err == nil {
 		t.Fatal("ready before the first round")
@@ -55,6 +63,13 @@ func TestProviderHealthRounds(t *testing.T) {
 	if err := h.notReady(); err != nil {
 		t.Fatalf("b answering Unimplemented: %v, want ready (it answered)", err)
 	}
+
+	hang["a"] = true
+	h.check(t.Context())
+	if err := h.notReady(); err == nil || !strings.Contains(err.Error(), `provider "a" does not answer Version within 20ms`) {
+		t.Fatalf("a hanging: %v, want not ready naming a and the timeout", err)
+	}
+	hang["a"] = false
 
 	// checkAll: c was called, no mounted volume uses it.
 	h.checkAll = true
@@ -175,16 +190,25 @@ func TestReadyzFollowsProviders(t *testing.T) {
 
 	// A fresh driver on the node, no provider running: never ready.
 	stopUp()
-	if err := os.Remove(filepath.Join(n.sockets, "up.sock")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	freshDriverNotReady(t, n, "up")
+}
+
+// freshDriverNotReady starts a second driver on n's node, whose mounted
+// volumes use provider, once provider's socket is gone: its first check
+// finds it, and /readyz and Probe name it.
+func freshDriverNotReady(t *testing.T, n *socketNode, provider string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(n.sockets, provider+".sock")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
 	d2 := n.newDriver(t, Config{ProviderHealthInterval: time.Hour})
 	id2, srv2 := servedSocketNode(t, d2, socketDir(t))
 	waitFor(t, "the first round of the fresh driver", func() bool { return len(d2.ProviderHealth()) == 1 })
-	if code, body := get(t, srv2, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `provider "up"`) {
-		t.Fatalf("/readyz of a fresh driver without provider sockets: %d %q, want 503 naming provider up", code, body)
+	name := `provider "` + provider + `"`
+	if code, body := get(t, srv2, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, name) {
+		t.Fatalf("/readyz of a fresh driver without provider sockets: %d %q, want 503 naming %s", code, body, name)
 	}
-	if ready, why := probe(t, id2); ready || !strings.Contains(why, `provider "up"`) {
-		t.Fatalf("Probe of a fresh driver without provider sockets: ready %v (%q)", ready, why)
+	if ready, why := probe(t, id2); ready || !strings.Contains(why, name) {
+		t.Fatalf("Probe of a fresh driver without provider sockets: ready %v (%q), want not ready naming %s", ready, why, name)
 	}
 }

@@ -89,7 +89,7 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 	}
 	providers := deps.Providers
 	health := &providerHealth{
-		interval: cfg.ProviderHealthInterval, checkAll: cfg.ProviderHealthCheckAll, used: deps.Volumes.Providers,
+		interval: cfg.ProviderHealthInterval, timeout: providerVersionTimeout, checkAll: cfg.ProviderHealthCheckAll, used: deps.Volumes.Providers,
 		version: func(ctx context.Context, p string) error { _, err := providers.Version(ctx, p); return err },
 	}
 	deps.Providers = observedProviders{ProviderClient: providers, h: health}

@@ -95,9 +95,9 @@ func TestSlotsWaitersStartWhenTheyMay(t *testing.T) {
 		t.Fatalf("a took %d, b %d; want 3 and 1", len(a), len(b))
 	}
 
-	aWaits := acquireAsync(t, s, t.Context(), "a")
+	aWaits := acquireAsync(t.Context(), t, s, "a")
 	cCtx, cancelC := context.WithCancel(t.Context())
-	cWaits := acquireAsync(t, s, cCtx, "c")
+	cWaits := acquireAsync(cCtx, t, s, "c")
 	b[0]() // one slot free: c (no call in flight) may take it, a (at its share) may not
 	b[0]() // released twice: counts once
 	got := <-cWaits
@@ -122,7 +122,7 @@ func TestSlotsWaitersStartWhenTheyMay(t *testing.T) {
 
 	// A waiter whose context ends fails, naming the provider, and holds nothing.
 	ctx, cancel := context.WithCancel(t.Context())
-	dWaits := acquireAsync(t, s, ctx, "a")
+	dWaits := acquireAsync(ctx, t, s, "a")
 	cancel()
 	if d := <-dWaits; !errors.Is(d.err, context.Canceled) || d.release != nil {
 		t.Fatalf("cancelled waiter: %v, want context.Canceled and no slot", d.err)
@@ -145,7 +145,7 @@ type acquired struct {
 
 // acquireAsync acquires a slot in a goroutine; the channel says how it went.
 // It returns once the call waits (or holds a slot).
-func acquireAsync(t *testing.T, s *slots, ctx context.Context, provider string) <-chan acquired {
+func acquireAsync(ctx context.Context, t *testing.T, s *slots, provider string) <-chan acquired {
 	t.Helper()
 	out := make(chan acquired, 1)
 	s.mu.Lock()

@@ -127,11 +127,8 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 }
 
 func run(ctx context.Context, cfg *config) error {
-	if err := cfg.upstream.checkMetricsBackend(); err != nil {
+	if err := checkUpstreamFlags(cfg); err != nil {
 		return err
-	}
-	if cfg.driver.ProviderHealthInterval <= 0 {
-		return fmt.Errorf("--provider-health-check-interval %s: want a positive duration such as 2m", cfg.driver.ProviderHealthInterval)
 	}
 	size, err := resource.ParseQuantity(cfg.tmpfsSize)
 	if err != nil || size.Value() <= 0 {

@@ -27,7 +27,7 @@ import (
 // TestMetricsEndpoint: the driver started with --metrics-addr serves
 // /metrics with upstream's names counting the publishes and unpublishes
 // made through its CSI socket, keymount's provider call histogram counting
-// the provider calls, and /healthz and /readyz.
+// the provider calls and the provider's health, and /healthz and /readyz.
 func TestMetricsEndpoint(t *testing.T) {
 	addr, conn, kubelet := startMetricsDriver(t)
 	if code, _ := httpGet(t, addr, "/readyz"); code != http.StatusOK {
@@ -58,6 +58,10 @@ func TestMetricsEndpoint(t *testing.T) {
 		if _, err := node.NodePublishVolume(t.Context(), req); err != nil {
 			t.Fatalf("NodePublishVolume: %v", err)
 		}
+	}
+	// The provider answered the Mount: healthy, before any background round saw its volume.
+	if _, body := httpGet(t, addr, "/metrics"); scrape(t, body)[`keymount_provider_healthy{provider="local"}`] != 1 {
+		t.Errorf("keymount_provider_healthy of the provider that just mounted a volume is not 1")
 	}
 	bad := &csi.NodePublishVolumeRequest{VolumeId: "csi-bad", TargetPath: req.TargetPath}
 	if _, err := node.NodePublishVolume(t.Context(), bad); err == nil {

@@ -64,6 +64,19 @@ func addUpstreamFlags(fs *flag.FlagSet, cfg *config) *upstream {
 	return u
 }
 
+// checkUpstreamFlags refuses what upstream's flags may not say in keymount:
+// a metrics backend other than Prometheus, a health check interval that is
+// not positive (upstream's ticker panics on it).
+func checkUpstreamFlags(cfg *config) error {
+	if err := cfg.upstream.checkMetricsBackend(); err != nil {
+		return err
+	}
+	if cfg.driver.ProviderHealthInterval <= 0 {
+		return fmt.Errorf("--provider-health-check-interval %s: want a positive duration such as 2m", cfg.driver.ProviderHealthInterval)
+	}
+	return nil
+}
+
 // checkMetricsBackend accepts Prometheus, in any case, as upstream does,
 // and refuses any other backend.
 func (u *upstream) checkMetricsBackend() error {

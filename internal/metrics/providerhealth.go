@@ -8,9 +8,10 @@ import (
 
 // providerHealthDesc is keymount_provider_healthy: one series per provider
 // the driver's background health check asked.
-var providerHealthDesc = prometheus.NewDesc("keymount_provider_healthy",
-	"Whether the provider answered its last health check (a Version call over its socket): 1 yes, 0 no; one series per provider that a mounted volume uses (with --provider-health-check, also per provider called since start).",
-	[]string{labelProvider}, nil)
+var providerHealthDesc = prometheus.NewDesc("keymount_provider_healthy", providerHealthHelp, []string{labelProvider}, nil)
+
+const providerHealthHelp = "Whether the provider answered its last health check (a Version call over its socket): 1 yes, 0 no; " +
+	"one series per provider that a mounted volume uses (with --provider-health-check, also per provider called since start)."
 
 // providerHealthCollector reports what the function WatchProviderHealth
 // gave returns, on every scrape.
