@@ -2,6 +2,7 @@ package driver
 
 import (
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +24,9 @@ func FuzzPublishRequest(f *testing.F) {
 	f.Add(good.VolumeId, good.TargetPath, true, string(ctxJSON), `{"username":"u"}`)
 	f.Add("csi-1", "/var/lib/kubelet/pods/uid/volumes/kubernetes.io~csi/../../../../etc/mount", true, string(ctxJSON), `{}`)
 	f.Add("../x", "/var/lib/kubelet/pods/uid/volumes/kubernetes.io~csi/s/mount", false, `{"secretProviderClass":"a"}`, `null`)
+	f.Add("csi-2", good.TargetPath, true,
+		`{"secretProviderClass":"db","csi.storage.k8s.io/pod.name":"web-0","csi.storage.k8s.io/pod.namespace":"shop","csi.storage.k8s.io/pod.uid":"uid","objects":"- objectName: x","region":"eu-west-1"}`,
+		`{}`)
 	f.Add("a\x00b", "/etc/passwd", true,
 		`{"secretProviderClass":"a","csi.storage.k8s.io/pod.name":"p","csi.storage.k8s.io/pod.namespace":"n","csi.storage.k8s.io/pod.uid":"../.."}`,
 		`{"csi.storage.k8s.io/serviceAccount.tokens":"{\"aud\":{\"token\":\"t\",\"expirationTimestamp\":\"2026-01-01T00:00:00Z\"}}"}`)
@@ -73,5 +77,32 @@ func FuzzPublishRequest(f *testing.F) {
 		if tok, ok := sec[AttrTokens]; ok && attrs[AttrTokens] != tok {
 			t.Fatal("service account tokens from the secrets did not reach the attributes")
 		}
+		checkSyncingClass(t, p)
 	})
+}
+
+// checkSyncingClass: whatever the pod's volume context, a class that syncs
+// Secrets either gets a request whose every non-kubelet attribute is one
+// of its parameters with its value, or an InvalidArgument.
+func checkSyncingClass(t *testing.T, p *publishRequest) {
+	c := syncingClass(true)
+	mreq, err := buildMountRequest(c, p, nil)
+	if err != nil {
+		if !errors.Is(err, errInvalidRequest) {
+			t.Fatalf("syncing class: %v, want an invalid request", err)
+		}
+		return
+	}
+	attrs := map[string]string{}
+	if err := json.Unmarshal([]byte(mreq.GetAttributes()), &attrs); err != nil {
+		t.Fatalf("attributes are not a JSON object: %v", err)
+	}
+	for k, v := range attrs {
+		if k == AttrClass || strings.HasPrefix(k, kubeletAttrPrefix) {
+			continue
+		}
+		if want, ok := c.Spec.Parameters[k]; !ok || v != want {
+			t.Fatalf("a syncing class's request carries %q = %q from the pod, want the class's %q", k, v, want)
+		}
+	}
 }

@@ -129,7 +129,7 @@ func createDeployment(t *testing.T, cs kubernetes.Interface, ns string) (*appsv1
 		t.Fatal(err)
 	}
 	rs, err := cs.AppsV1().ReplicaSets(ns).Create(t.Context(), &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-1", OwnerReferences: []metav1.OwnerReference{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Labels: labels, OwnerReferences: []metav1.OwnerReference{
 			{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: new(true)},
 		}},
 		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl},

@@ -139,7 +139,7 @@ func (a *apps) deployment(t *testing.T, ns string) (*appsv1.Deployment, *appsv1.
 		t.Fatal(err)
 	}
 	rs, err := a.admin.AppsV1().ReplicaSets(ns).Create(t.Context(), &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-1", OwnerReferences: []metav1.OwnerReference{controllerRef("Deployment", d.Name, d)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-1", Labels: labels, OwnerReferences: []metav1.OwnerReference{controllerRef("Deployment", d.Name, d)}},
 		Spec: appsv1.ReplicaSetSpec{
 			Replicas: new(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: podTemplate(),
 		},

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -37,7 +38,7 @@ func TestRestartOnChangeAcrossNodes(t *testing.T) {
 	p1 := n1.createPod(t, ns, "web-1", secretsVolume{name: "secrets", class: "restarting"})
 	p2 := n2.createPod(t, ns, "web-2", secretsVolume{name: "secrets", class: "restarting"})
 	for _, p := range []*corev1.Pod{p1, p2} {
-		n1.s.setController(t, p, "apps/v1", "ReplicaSet", rs.Name, rs.UID)
+		n1.s.setController(t, p, "apps/v1", "ReplicaSet", rs.Name, rs.UID, rs.Spec.Selector.MatchLabels)
 	}
 	n1.mustPublish(t, p1, "secrets")
 	n2.mustPublish(t, p2, "secrets")
@@ -148,16 +149,21 @@ func (s *suite) deployment(t *testing.T, ns, name string) *appsv1.Deployment {
 }
 
 // setController makes a pod owned by a controller, as the controller's
-// own pods are.
-func (s *suite) setController(t *testing.T, pod *corev1.Pod, apiVersion, kind, name string, uid types.UID) {
+// own pods are: its controller reference and the labels its selector
+// matches (keymount confirms an owner by both).
+func (s *suite) setController(t *testing.T, pod *corev1.Pod, apiVersion, kind, name string, uid types.UID, labels map[string]string) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true}]}}`,
-		apiVersion, kind, name, uid)
+	labelJSON, err := json.Marshal(labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":%s,"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true}]}}`,
+		labelJSON, apiVersion, kind, name, uid)
 	if _, err := s.kube.CoreV1().Pods(pod.Namespace).Patch(t.Context(), pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("set the controller of pod %s: %v", pod.Name, err)
 	}
 	waitFor(t, eventually, "the pod's owner in the API", func(ctx context.Context) (bool, error) {
 		p, err := s.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		return err == nil && len(p.OwnerReferences) == 1, err
+		return err == nil && len(p.OwnerReferences) == 1 && len(p.Labels) >= len(labels), err
 	})
 }

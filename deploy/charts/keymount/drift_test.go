@@ -92,28 +92,8 @@ func kustomize(t *testing.T, dir string, components ...string) *kustomized {
 			t.Fatal(err)
 		}
 		out.objects = append(out.objects, u)
-		var target any
-		switch r.GetKind() {
-		case "DaemonSet":
-			ds := &appsv1.DaemonSet{}
-			out.daemonSets[r.GetName()] = ds
-			target = ds
-		case "ClusterRole":
-			role := &rbacv1.ClusterRole{}
-			out.clusterRoles[r.GetName()] = role
-			target = role
-		case "CSIDriver":
-			out.csiDriver = &storagev1.CSIDriver{}
-			target = out.csiDriver
-		case "ValidatingAdmissionPolicy":
-			p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-			out.policies[r.GetName()] = p
-			target = p
-		case "ValidatingAdmissionPolicyBinding":
-			b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-			out.policyBinds[r.GetName()] = b
-			target = b
-		default:
+		target := out.target(r.GetKind(), r.GetName())
+		if target == nil {
 			continue
 		}
 		if err := yaml.UnmarshalStrict(data, target); err != nil {
@@ -121,6 +101,33 @@ func kustomize(t *testing.T, dir string, components ...string) *kustomized {
 		}
 	}
 	return out
+}
+
+// target returns the typed object a rendered object of kind decodes into,
+// kept by name; nil for a kind the tests do not compare.
+func (k *kustomized) target(kind, name string) any {
+	switch kind {
+	case "DaemonSet":
+		ds := &appsv1.DaemonSet{}
+		k.daemonSets[name] = ds
+		return ds
+	case "ClusterRole":
+		role := &rbacv1.ClusterRole{}
+		k.clusterRoles[name] = role
+		return role
+	case "CSIDriver":
+		k.csiDriver = &storagev1.CSIDriver{}
+		return k.csiDriver
+	case "ValidatingAdmissionPolicy":
+		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		k.policies[name] = p
+		return p
+	case "ValidatingAdmissionPolicyBinding":
+		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+		k.policyBinds[name] = b
+		return b
+	}
+	return nil
 }
 
 // podSpecToCompare returns the pod spec of ds as the drift test compares it: the
