@@ -188,8 +188,11 @@ func seesVolume(target string, allowed func() []generation) error {
 	if st.Type != unix.TMPFS_MAGIC || st.Flags&unix.ST_RDONLY == 0 {
 		return fmt.Errorf("the target is not a read-only tmpfs (type %#x, flags %#x)", st.Type, st.Flags)
 	}
-	if err := os.WriteFile(filepath.Join(target, "planted"), nil, 0o600); !errors.Is(err, unix.EROFS) {
-		return fmt.Errorf("writing into the target: %v, want EROFS", err)
+	switch err := os.WriteFile(filepath.Join(target, "planted"), nil, 0o600); {
+	case err == nil:
+		return errors.New("writing into the target succeeded, want EROFS")
+	case !errors.Is(err, unix.EROFS):
+		return fmt.Errorf("writing into the target: %w, want EROFS", err)
 	}
 	gen, err := os.Readlink(filepath.Join(target, "..data"))
 	if err != nil {
