@@ -106,8 +106,11 @@ func checkTargetShowsVolume(target string, want map[string]string) error {
 	}
 	for name, value := range want {
 		b, err := os.ReadFile(filepath.Join(target, name))
-		if err != nil || string(b) != value {
-			return fmt.Errorf("the target shows %s = %q (%v), want %q", name, b, err, value)
+		if err != nil {
+			return fmt.Errorf("the target shows no %s: %w", name, err)
+		}
+		if string(b) != value {
+			return fmt.Errorf("the target shows %s = %q, want %q", name, b, value)
 		}
 	}
 	return nil

@@ -70,28 +70,7 @@ func TestStageBesideTheTarget(t *testing.T) {
 	if filepath.Dir(s.Path) != filepath.Dir(tg.Path) || !strings.HasPrefix(filepath.Base(s.Path), StagePrefix) {
 		t.Fatalf("stage at %s, want a %s* sibling of the target %s", s.Path, StagePrefix, tg.Path)
 	}
-	if !isMounted(t, s.Path) {
-		t.Fatal("the stage is not a mount")
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(s.Path, &st); err != nil || st.Type != unix.TMPFS_MAGIC {
-		t.Fatalf("the stage is not a tmpfs: %v", err)
-	}
-	// The target still shows the volume, read-only.
-	if b, err := os.ReadFile(filepath.Join(tg.Path, "shown")); err != nil || string(b) != "volume" {
-		t.Fatalf("target during the stage: %q, %v; want the volume", b, err)
-	}
-	if err := os.WriteFile(filepath.Join(tg.Path, "w"), nil, 0o600); !errors.Is(err, unix.EROFS) {
-		t.Fatalf("writing into the target during the stage: %v, want EROFS", err)
-	}
-	for _, f := range current {
-		p := filepath.Join(s.Path, f.Path)
-		b, err := os.ReadFile(p)
-		fi, serr := os.Stat(p)
-		if err != nil || serr != nil || string(b) != string(f.Contents) || fi.Mode().Perm() != f.Mode {
-			t.Fatalf("copy of %s in the stage: %q %v (%v, %v)", f.Path, b, fi, err, serr)
-		}
-	}
+	checkStageDuringCall(t, s, tg, current)
 	writeRenamed(t, filepath.Join(s.Path, "db"), "password", "new", 0o644)
 	writeRenamed(t, s.Path, "added", "a", 0o644)
 
@@ -116,6 +95,33 @@ func TestStageBesideTheTarget(t *testing.T) {
 	}
 	if !isMounted(t, tg.Path) {
 		t.Error("the target no longer shows the volume")
+	}
+}
+
+// checkStageDuringCall checks a stage as the provider finds it: a tmpfs
+// holding a copy of current, while the target shows the volume read-only.
+func checkStageDuringCall(t *testing.T, s *Stage, tg *targetpath.Target, current []StagedFile) {
+	t.Helper()
+	if !isMounted(t, s.Path) {
+		t.Fatal("the stage is not a mount")
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(s.Path, &st); err != nil || st.Type != unix.TMPFS_MAGIC {
+		t.Fatalf("the stage is not a tmpfs: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(tg.Path, "shown")); err != nil || string(b) != "volume" {
+		t.Fatalf("target during the stage: %q, %v; want the volume", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(tg.Path, "w"), nil, 0o600); !errors.Is(err, unix.EROFS) {
+		t.Fatalf("writing into the target during the stage: %v, want EROFS", err)
+	}
+	for _, f := range current {
+		p := filepath.Join(s.Path, f.Path)
+		b, err := os.ReadFile(p)
+		fi, serr := os.Stat(p)
+		if err != nil || serr != nil || string(b) != string(f.Contents) || fi.Mode().Perm() != f.Mode {
+			t.Fatalf("copy of %s in the stage: %q %v (%v, %v)", f.Path, b, fi, err, serr)
+		}
 	}
 }
 

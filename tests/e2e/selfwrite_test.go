@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/harness"
 )
 
 const (
@@ -153,30 +153,6 @@ func (h *history) since(i int) []generation {
 	return slices.Clone(h.gens[max(0, i-2):])
 }
 
-// startContainer does what runc does when a container starts: it takes a
-// copy of the node's mount table (its own mount namespace, private from
-// then on, so nothing the driver mounts later reaches it), then reads the
-// volume at the target through it, as the container's process would. It
-// runs on a thread of its own that exits afterwards.
-func startContainer(target string, check func(target string) error) error {
-	done := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread, with its mount namespace, exits
-		// with this goroutine.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			done <- fmt.Errorf("unshare the mount namespace: %w", err)
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			done <- fmt.Errorf("make the container's mounts private: %w", err)
-			return
-		}
-		done <- check(target)
-	}()
-	return <-done
-}
-
 // seesVolume fails unless target shows the volume read-only, with one
 // complete generation among allowed: the ..data layout, every object's
 // name, exactly the generation's files, nothing else.
@@ -188,8 +164,11 @@ func seesVolume(target string, allowed func() []generation) error {
 	if st.Type != unix.TMPFS_MAGIC || st.Flags&unix.ST_RDONLY == 0 {
 		return fmt.Errorf("the target is not a read-only tmpfs (type %#x, flags %#x)", st.Type, st.Flags)
 	}
-	if err := os.WriteFile(filepath.Join(target, "planted"), nil, 0o600); !errors.Is(err, unix.EROFS) {
-		return fmt.Errorf("writing into the target: %v, want EROFS", err)
+	switch err := os.WriteFile(filepath.Join(target, "planted"), nil, 0o600); {
+	case err == nil:
+		return errors.New("writing into the target succeeded, want EROFS")
+	case !errors.Is(err, unix.EROFS):
+		return fmt.Errorf("writing into the target: %w, want EROFS", err)
 	}
 	gen, err := os.Readlink(filepath.Join(target, "..data"))
 	if err != nil {
@@ -286,10 +265,10 @@ func TestSelfWritingProviderRefreshes(t *testing.T) {
 	p := &awsLikeProvider{target: target, probe: func(target string, first bool) error {
 		inCall.Add(1)
 		if first {
-			return startContainer(target, nothingMounted)
+			return harness.InContainer(target, nothingMounted)
 		}
 		at := hist.len()
-		return startContainer(target, func(target string) error {
+		return harness.InContainer(target, func(target string) error {
 			return seesVolume(target, func() []generation { return hist.since(at) })
 		})
 	}}
@@ -358,7 +337,7 @@ func startContainers(target string, hist *history, stop <-chan struct{}, started
 		default:
 		}
 		at := hist.len()
-		if err := startContainer(target, func(target string) error {
+		if err := harness.InContainer(target, func(target string) error {
 			return seesVolume(target, func() []generation { return hist.since(at) })
 		}); err != nil {
 			return fmt.Errorf("container %d: %w", started.Load()+1, err)
