@@ -33,17 +33,13 @@ func (m *Manager) RemoveOrphans() (int, error) {
 	uses := map[[2]int]int{}
 	ours := map[string][2]int{} // volume dir -> device
 	at := map[string][][2]int{} // mount point -> devices mounted there
+	removed, err := m.removeStages(infos)
 	var errs []error
-	removed := 0
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, mi := range infos {
-		if mi.FsType == "tmpfs" && mi.Source == m.stageSource() {
-			// A provider's stage: no call runs before start-up ends.
-			if err := unmount(mi.MountPoint); err != nil {
-				errs = append(errs, fmt.Errorf("unmount a provider stage left at %s: %w", mi.MountPoint, err))
-			} else {
-				logRemoved(mi.MountPoint, "a provider stage of a call that did not finish")
-				removed++
-			}
+		if m.isStageInfo(mi) {
 			continue
 		}
 		dev := [2]int{mi.Major, mi.Minor}
@@ -98,4 +94,27 @@ func (m *Manager) RemoveOrphans() (int, error) {
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// removeStages unmounts every provider stage in the mount table: no call
+// runs before start-up ends, so each is a killed call's.
+func (m *Manager) removeStages(infos []mount.MountInfo) (int, error) {
+	removed := 0
+	var errs []error
+	for _, mi := range infos {
+		if !m.isStageInfo(mi) {
+			continue
+		}
+		if err := unmount(mi.MountPoint); err != nil {
+			errs = append(errs, fmt.Errorf("unmount a provider stage left at %s: %w", mi.MountPoint, err))
+			continue
+		}
+		logRemoved(mi.MountPoint, "a provider stage of a call that did not finish")
+		removed++
+	}
+	return removed, errors.Join(errs...)
+}
+
+func (m *Manager) isStageInfo(mi mount.MountInfo) bool {
+	return mi.FsType == "tmpfs" && mi.Source == m.stageSource()
 }

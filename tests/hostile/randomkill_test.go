@@ -30,10 +30,10 @@ type killTally struct {
 }
 
 func (k *killTally) shown(v, old int) {
-	switch {
-	case v == 0:
+	switch v {
+	case 0:
 		k.none.Add(1)
-	case v == old:
+	case old:
 		k.old.Add(1)
 	default:
 		k.new.Add(1)
