@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/tests/harness"
 )
 
@@ -71,11 +72,8 @@ type binNode struct {
 // the driver and unmounts and removes everything.
 func startBinNode(t *testing.T) *binNode {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "kmb")
+	dir, err := sockettest.MkdirTemp("kmb")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
 		t.Fatal(err)
 	}
 	b := &binNode{
