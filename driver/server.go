@@ -41,6 +41,9 @@ type Deps struct {
 	Refresh RefreshPolicy
 	// Metrics hears what the driver does; nil for none.
 	Metrics Metrics
+	// TriggerClock schedules the triggered refreshes that
+	// Config.MinRefreshInterval defers; the real clock when nil.
+	TriggerClock clock.WithDelayedExecution
 }
 
 // RefreshPolicy decides whether a republish, or a trigger, refreshes a
@@ -84,11 +87,17 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 	if deps.Metrics == nil {
 		deps.Metrics = noMetrics{}
 	}
-	return &Driver{
-		cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}}, held: heldRequests{m: map[string]*heldRequest{}},
+	if deps.TriggerClock == nil {
+		deps.TriggerClock = clock.RealClock{}
+	}
+	d := &Driver{
+		cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}},
+		held:  heldRequests{m: map[string]*heldRequest{}, clock: deps.TriggerClock, minInterval: cfg.MinRefreshInterval},
 		slots: newSlots(cfg), reporter: newReporter(deps.Cluster, cfg.ReportTimeout),
 		idle: newIdleRelease(cfg.ReleaseMemoryAfter, clock.RealClock{}),
-	}, nil
+	}
+	d.held.start = d.startTriggered
+	return d, nil
 }
 
 // NewVolumeManager is a convenience for callers wiring a real node.

@@ -11,6 +11,7 @@ import (
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/cluster"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/panics"
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/rotation/secretsync"
 )
@@ -149,6 +150,7 @@ func (d *deferredCluster) Notify(o *driver.Outcome) {
 		d.cl.Notify(o)
 	default:
 		go func() {
+			defer panics.Recover(panics.Reporter, "events of a publish")
 			if cl, err := d.await(); err == nil {
 				cl.Notify(o)
 			}

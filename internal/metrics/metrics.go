@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/internal/panics"
 )
 
 // Label names. Upstream's metrics carry os_type (runtime.GOOS) on every
@@ -129,6 +130,7 @@ func New() *Metrics {
 		}, func() float64 { _, age := m.writeQueue(); return age.Seconds() }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		panics.Collector(),
 	)
 	return m
 }
