@@ -1,12 +1,17 @@
 package driver
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/rotation"
 )
 
 // limiterRig is a heldRequests on a fake clock whose refreshes only
@@ -186,4 +191,59 @@ func TestTriggerClockSetBack(t *testing.T) {
 	r.clk.SetTime(r.clk.Now().Add(-time.Hour))
 	r.trigger()
 	r.assertRuns(t, 2)
+}
+
+// alwaysTriggered refreshes on every republish and trigger.
+type alwaysTriggered struct{}
+
+func (alwaysTriggered) Decide(rotation.State, string, string, string, time.Time) rotation.Decision {
+	return rotation.Decision{Verdict: rotation.DecisionTriggered}
+}
+
+func (alwaysTriggered) Current(string, string, string) (rotation.Triggers, []error) {
+	return rotation.Triggers{}, nil
+}
+
+// TestTriggerBurstThroughDriver: a burst of triggers on a served driver
+// calls the provider once; the next call comes only once the minimum
+// refresh interval has passed on the driver's clock.
+func TestTriggerBurstThroughDriver(t *testing.T) {
+	var calls atomic.Int32
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	s := serveNodeWith(t, func(d *Deps) {
+		d.Providers = funcProvider(func(context.Context, *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
+			calls.Add(1)
+			return okResponse(&v1alpha1.File{Path: "a", Contents: []byte("x")}), nil
+		})
+		d.Refresh, d.TriggerClock = alwaysTriggered{}, clk
+	})
+	req := s.request("burst")
+	if _, err := s.node.NodePublishVolume(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	idle := func() bool {
+		s.d.held.mu.Lock()
+		defer s.d.held.mu.Unlock()
+		r := s.d.held.m[req.GetVolumeId()]
+		return r != nil && !r.running && !r.pending
+	}
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() { s.d.TriggerClass("shop", "app") })
+	}
+	wg.Wait()
+	waitFor(t, "the burst's refresh to finish", idle)
+	if got := calls.Load(); got != 2 { // the first publish and one refresh
+		t.Fatalf("%d provider calls after a burst of 50 triggers, want 2", got)
+	}
+	clk.Step(DefaultMinRefreshInterval - time.Second)
+	s.d.TriggerClass("shop", "app")
+	if got := calls.Load(); got != 2 {
+		t.Fatalf("%d provider calls before the interval passed, want 2", got)
+	}
+	clk.Step(time.Second)
+	waitFor(t, "the deferred refresh", func() bool { return calls.Load() == 3 && idle() })
+	if err := s.unpublish(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
 }
