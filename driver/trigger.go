@@ -21,6 +21,12 @@ import (
 // never written anywhere — and publishes it again. A request whose tokens
 // expired is dropped: that volume refreshes at its next republish, whose
 // decision sees the new trigger value too.
+//
+// Triggers are not a pump: per volume, one triggered refresh runs at a
+// time and one starts per Config.MinRefreshInterval; the triggers that come
+// meanwhile are coalesced into one refresh that starts when both allow it,
+// with the newest request and trigger values. Each refresh recovers its own
+// panic (internal/panics): it ends that refresh, not the driver.
 
 // heldRequest is the last request that published one volume.
 type heldRequest struct {
