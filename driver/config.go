@@ -31,6 +31,9 @@ const (
 	// DefaultReportTimeout is the deadline of one write of the cluster side
 	// (pod status, Secret sync).
 	DefaultReportTimeout = 10 * time.Second
+	// DefaultMinRefreshInterval is the shortest time between two
+	// triggered refreshes of one volume.
+	DefaultMinRefreshInterval = 10 * time.Second
 )
 
 // Config is everything the node plugin is told by its flags.
@@ -73,6 +76,11 @@ type Config struct {
 	// after calls before it returns freed memory to the OS; negative turns
 	// it off, 0 means DefaultReleaseMemoryAfter.
 	ReleaseMemoryAfter time.Duration
+	// MinRefreshInterval is the shortest time between the starts of two
+	// triggered refreshes of one volume: the triggers of a burst are
+	// coalesced into one refresh, a later one waits for the rest of the
+	// interval. DefaultMinRefreshInterval when 0.
+	MinRefreshInterval time.Duration
 }
 
 func (c *Config) validate() error {
@@ -86,6 +94,9 @@ func (c *Config) validate() error {
 	}
 	if !filepath.IsAbs(c.KubeletRootDir) || filepath.Clean(c.KubeletRootDir) != c.KubeletRootDir {
 		errs = append(errs, fmt.Errorf("kubelet root dir %q must be an absolute, clean path: set --kubelet-root-dir", c.KubeletRootDir))
+	}
+	if c.MinRefreshInterval < 0 {
+		errs = append(errs, fmt.Errorf("minimum refresh interval %s must not be negative: set --min-refresh-interval to a duration such as 10s", c.MinRefreshInterval))
 	}
 	if c.ProviderConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("provider concurrency %d must be at least 1: set --provider-concurrency", c.ProviderConcurrency))
@@ -127,6 +138,9 @@ func (c *Config) defaults() {
 	}
 	if c.ReleaseMemoryAfter == 0 {
 		c.ReleaseMemoryAfter = DefaultReleaseMemoryAfter
+	}
+	if c.MinRefreshInterval == 0 {
+		c.MinRefreshInterval = DefaultMinRefreshInterval
 	}
 }
 

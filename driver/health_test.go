@@ -21,13 +21,14 @@ import (
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/registration"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 )
 
 // healthDriver is a driver that is not serving yet, and a func that starts
 // serving it on a real unix socket until the test ends.
 func healthDriver(t *testing.T) (d *Driver, run func()) {
 	t.Helper()
-	base := t.TempDir()
+	base := sockettest.Dir(t)
 	vols, err := volume.NewManager(filepath.Join(base, "state"), 1<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestHealthRegistration(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	cfg := registration.Config{
 		DriverName: DefaultDriverName, Endpoint: "/var/lib/kubelet/plugins/csi-secrets-store/csi.sock",
-		Dir: filepath.Join(t.TempDir(), "plugins_registry"), CheckInterval: time.Second, Clock: clk,
+		Dir: filepath.Join(sockettest.Dir(t), "plugins_registry"), CheckInterval: time.Second, Clock: clk,
 	}
 	sock := cfg.SocketPath()
 	status := &registration.Status{}

@@ -107,7 +107,7 @@ func (d *Driver) decide(prev *volume.Record, p *publishRequest) rotation.Decisio
 	}
 	dec := pol.Decide(rotation.State{
 		VolumeID: prev.VolumeID, LastRefresh: prev.LastMount, Failures: prev.Failures, LastFailure: prev.LastErrorTime,
-		Handled: rotation.Triggers{Class: prev.HandledClassRefresh, Pod: prev.HandledPodRefresh},
+		Handled: rotation.Triggers{Class: prev.HandledClassRefresh, Pod: prev.HandledPodRefresh}, CutBackoff: prev.CutBackoff,
 	}, p.podNamespace, p.podName, p.className, d.deps.Clock.Now())
 	if !dec.Refreshes() && prev.MountGroup != p.mountGroup {
 		dec.Verdict = rotation.DecisionDue
@@ -471,6 +471,9 @@ func (d *Driver) keepAfterFailure(v *volume.Volume, p *publishRequest, prev *vol
 	before := prev.Objects
 	prev.LastError = truncate(cause.Error())
 	prev.LastErrorTime = d.deps.Clock.Now()
+	if dec.CutBackoff {
+		prev.CutBackoff = prev.Failures // a trigger cut this step short
+	}
 	prev.Failures++
 	if d.deps.Refresh != nil {
 		prev.HandledClassRefresh, prev.HandledPodRefresh = dec.Triggers.Class, dec.Triggers.Pod

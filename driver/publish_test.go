@@ -15,6 +15,7 @@ import (
 
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -66,7 +67,7 @@ func newTestNode(t *testing.T) *testNode {
 	if os.Geteuid() != 0 {
 		t.Fatal("publish tests mount tmpfs and must run as root")
 	}
-	base := t.TempDir()
+	base := sockettest.Dir(t) // serve_test.go binds csi.sock in it
 	t.Cleanup(func() { detachUnder(t, base) })
 	classFile := filepath.Join(base, "spc.yaml")
 	spc := "apiVersion: secrets-store.csi.x-k8s.io/v1\nkind: SecretProviderClass\nmetadata:\n  name: app\nspec:\n  provider: scripted\n"

@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/panics"
 )
 
 // reportWorkers is how many cluster writes run at once.
@@ -141,7 +142,11 @@ func (r *reporter) next(ctx context.Context) bool {
 	return true
 }
 
-func (r *reporter) write(ctx context.Context, rep *report) error {
+// write writes one report. A panic in the cluster side is recovered as a
+// failed write: it is retried with the queue's backoff, and the other
+// volumes' writes go on.
+func (r *reporter) write(ctx context.Context, rep *report) (err error) {
+	defer panics.RecoverAs(panics.Reporter, "cluster write", &err)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	if rep.unpublish != nil {

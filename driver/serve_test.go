@@ -51,14 +51,21 @@ type servedNode struct {
 
 func serveNode(t *testing.T, p ProviderClient, cl Cluster) *servedNode {
 	t.Helper()
+	return serveNodeWith(t, func(deps *Deps) { deps.Providers, deps.Cluster = p, cl })
+}
+
+// serveNodeWith is serveNode with the dependencies set chooses.
+func serveNodeWith(t *testing.T, set func(*Deps)) *servedNode {
+	t.Helper()
 	n := newTestNode(t) // root check, class file, clean-up of mounts
 	vols, err := volume.NewManager(filepath.Join(n.base, "state2"), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	endpoint := "unix://" + filepath.Join(n.base, "csi.sock")
-	d, err := New(Config{NodeID: "n", Endpoint: endpoint, ProviderDir: n.base, KubeletRootDir: n.base, ReportTimeout: time.Second},
-		Deps{Classes: &class.FileResolver{Paths: []string{filepath.Join(n.base, "spc.yaml")}}, Providers: p, Volumes: vols, Cluster: cl})
+	deps := Deps{Classes: &class.FileResolver{Paths: []string{filepath.Join(n.base, "spc.yaml")}}, Volumes: vols}
+	set(&deps)
+	d, err := New(Config{NodeID: "n", Endpoint: endpoint, ProviderDir: n.base, KubeletRootDir: n.base, ReportTimeout: time.Second}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

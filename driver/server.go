@@ -43,6 +43,9 @@ type Deps struct {
 	Refresh RefreshPolicy
 	// Metrics hears what the driver does; nil for none.
 	Metrics Metrics
+	// TriggerClock schedules the triggered refreshes that
+	// Config.MinRefreshInterval defers; the real clock when nil.
+	TriggerClock clock.WithDelayedExecution
 }
 
 // RefreshPolicy decides whether a republish, or a trigger, refreshes a
@@ -87,17 +90,23 @@ func New(cfg Config, deps Deps) (*Driver, error) {
 	if deps.Metrics == nil {
 		deps.Metrics = noMetrics{}
 	}
+	if deps.TriggerClock == nil {
+		deps.TriggerClock = clock.RealClock{}
+	}
 	providers := deps.Providers
 	health := &providerHealth{
 		interval: cfg.ProviderHealthInterval, timeout: providerVersionTimeout, checkAll: cfg.ProviderHealthCheckAll, used: deps.Volumes.Providers,
 		version: func(ctx context.Context, p string) error { _, err := providers.Version(ctx, p); return err },
 	}
 	deps.Providers = observedProviders{ProviderClient: providers, h: health}
-	return &Driver{
-		cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}}, held: heldRequests{m: map[string]*heldRequest{}},
+	d := &Driver{
+		cfg: cfg, deps: deps, locks: volumeLocks{held: map[string]struct{}{}},
+		held:  heldRequests{m: map[string]*heldRequest{}, clock: deps.TriggerClock, minInterval: cfg.MinRefreshInterval},
 		slots: newSlots(cfg), health: health, reporter: newReporter(deps.Cluster, cfg.ReportTimeout),
 		idle: newIdleRelease(cfg.ReleaseMemoryAfter, clock.RealClock{}),
-	}, nil
+	}
+	d.held.start = d.startTriggered
+	return d, nil
 }
 
 // NewVolumeManager is a convenience for callers wiring a real node.

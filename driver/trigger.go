@@ -9,6 +9,9 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/keymount/keymount/internal/panics"
 )
 
 // A manual refresh (a new value of the refresh annotation on a class or a
@@ -18,6 +21,12 @@ import (
 // never written anywhere — and publishes it again. A request whose tokens
 // expired is dropped: that volume refreshes at its next republish, whose
 // decision sees the new trigger value too.
+//
+// Triggers are not a pump: per volume, one triggered refresh runs at a
+// time and one starts per Config.MinRefreshInterval; the triggers that come
+// meanwhile are coalesced into one refresh that starts when both allow it,
+// with the newest request and trigger values. Each refresh recovers its own
+// panic (internal/panics): it ends that refresh, not the driver.
 
 // heldRequest is the last request that published one volume.
 type heldRequest struct {
@@ -25,66 +34,123 @@ type heldRequest struct {
 	namespace, pod, class string
 	expires               time.Time // zero: holds no token
 	running               bool      // a triggered refresh of it is under way
+	// lastRun is when its last triggered refresh started. pending says a
+	// trigger came while one ran: it runs once that one is done. timer is
+	// set while a run waits for lastRun + the minimum refresh interval:
+	// every trigger until then is part of that run.
+	lastRun time.Time
+	pending bool
+	timer   clock.Timer
 }
 
+// heldRequests holds the volumes' last requests and runs the refreshes
+// triggers ask for: at most one at a time per volume, at most one per
+// minInterval, each burst of triggers coalesced into one run.
 type heldRequests struct {
-	mu sync.Mutex
-	m  map[string]*heldRequest // by volume ID
+	mu          sync.Mutex
+	m           map[string]*heldRequest // by volume ID
+	clock       clock.WithDelayedExecution
+	minInterval time.Duration
+	// start starts a triggered refresh of a volume in the background; the
+	// refresh calls finished when done.
+	start func(volumeID string, req *csi.NodePublishVolumeRequest)
 }
 
 // hold keeps req as the volume's last publishing request.
 func (h *heldRequests) hold(p *publishRequest, req *csi.NodePublishVolumeRequest) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if cur, ok := h.m[p.volumeID]; ok && cur.req == req {
+	cur, ok := h.m[p.volumeID]
+	if ok && cur.req == req {
 		return
 	}
-	running := false
-	if cur, ok := h.m[p.volumeID]; ok {
-		running = cur.running
+	if !ok {
+		cur = &heldRequest{}
+		h.m[p.volumeID] = cur
 	}
-	h.m[p.volumeID] = &heldRequest{
-		req: req, namespace: p.podNamespace, pod: p.podName, class: p.className,
-		expires: tokensExpire(requestTokens(req)), running: running,
-	}
+	cur.req, cur.namespace, cur.pod, cur.class = req, p.podNamespace, p.podName, p.className
+	cur.expires = tokensExpire(requestTokens(req))
 }
 
 // drop forgets a volume's request: it was unpublished.
 func (h *heldRequests) drop(volumeID string) {
 	h.mu.Lock()
-	delete(h.m, volumeID)
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	h.remove(volumeID)
 }
 
-// take returns the requests of the volumes match selects that no
-// triggered refresh is running for, marks them running, and drops those
-// whose tokens expired at now.
-func (h *heldRequests) take(now time.Time, match func(*heldRequest) bool) map[string]*csi.NodePublishVolumeRequest {
+// remove forgets a volume's request and its deferred run; h.mu is held.
+func (h *heldRequests) remove(volumeID string) {
+	if r, ok := h.m[volumeID]; ok && r.timer != nil {
+		r.timer.Stop()
+	}
+	delete(h.m, volumeID)
+}
+
+// trigger admits a trigger for each held volume match selects.
+func (h *heldRequests) trigger(match func(*heldRequest) bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := map[string]*csi.NodePublishVolumeRequest{}
+	now := h.clock.Now()
 	for id, r := range h.m {
-		switch {
-		case !match(r) || r.running:
-		case !r.expires.IsZero() && !now.Before(r.expires):
-			klog.V(2).InfoS("no valid service account token held for a triggered refresh; the volume refreshes at its next republish",
-				"volumeID", id, "pod", klog.KRef(r.namespace, r.pod))
-			delete(h.m, id)
-		default:
-			r.running = true
-			out[id] = r.req
+		if match(r) {
+			h.admit(id, r, now)
 		}
 	}
-	return out
 }
 
-// done marks the triggered refresh of a volume finished.
-func (h *heldRequests) done(volumeID string) {
-	h.mu.Lock()
-	if r, ok := h.m[volumeID]; ok {
-		r.running = false
+// admit runs a triggered refresh of volume id now, or folds the trigger
+// into the run already due: after the running one (pending), or at lastRun
+// plus minInterval (timer). A request whose tokens expired at now is
+// dropped. h.mu is held.
+func (h *heldRequests) admit(id string, r *heldRequest, now time.Time) {
+	since := now.Sub(r.lastRun)
+	switch {
+	case r.timer != nil:
+		// The deferred run reads the trigger values when it runs.
+	case r.running:
+		r.pending = true
+	case !r.expires.IsZero() && !now.Before(r.expires):
+		klog.V(2).InfoS("no valid service account token held for a triggered refresh; the volume refreshes at its next republish",
+			"volumeID", id, "pod", klog.KRef(r.namespace, r.pod))
+		h.remove(id)
+	case !r.lastRun.IsZero() && since >= 0 && since < h.minInterval:
+		wait := h.minInterval - since
+		klog.V(4).InfoS("triggered refresh deferred by the minimum refresh interval", "volumeID", id, "wait", wait)
+		r.timer = h.clock.AfterFunc(wait, func() {
+			go h.fire(id, r) // not on the clock's goroutine: a fake clock holds its lock here
+		})
+	default:
+		r.running, r.pending, r.lastRun = true, false, now
+		h.start(id, r.req)
 	}
-	h.mu.Unlock()
+}
+
+// fire runs the deferred trigger of r, unless its volume was unpublished.
+func (h *heldRequests) fire(id string, r *heldRequest) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m[id] != r {
+		return
+	}
+	r.timer = nil
+	h.admit(id, r, h.clock.Now())
+}
+
+// finished marks the triggered refresh of a volume done, and admits the
+// trigger that came meanwhile, if any.
+func (h *heldRequests) finished(volumeID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, ok := h.m[volumeID]
+	if !ok {
+		return
+	}
+	r.running = false
+	if r.pending {
+		r.pending = false
+		h.admit(volumeID, r, h.clock.Now())
+	}
 }
 
 // requestTokens is kubelet's tokens attribute of req: in the secrets when
@@ -144,17 +210,24 @@ const busyRetry = 50 * time.Millisecond
 const busyGiveUp = 10 * time.Second
 
 func (d *Driver) trigger(match func(*heldRequest) bool) {
-	base := d.base.Load()
-	if base == nil || (*base).Err() != nil {
+	if base := d.base.Load(); base == nil || (*base).Err() != nil {
 		return // not serving: the next republish sees the trigger
 	}
-	ctx := *base
-	for id, req := range d.held.take(d.deps.Clock.Now(), match) {
-		go func() {
-			defer d.held.done(id)
-			d.republishHeld(ctx, req)
-		}()
+	d.held.trigger(match)
+}
+
+// startTriggered refreshes a held volume in the background (heldRequests'
+// start). A panic in it is recovered: it ends that refresh, not the driver.
+func (d *Driver) startTriggered(volumeID string, req *csi.NodePublishVolumeRequest) {
+	ctx := context.Background()
+	if base := d.base.Load(); base != nil {
+		ctx = *base
 	}
+	go func() {
+		defer d.held.finished(volumeID)
+		defer panics.Recover(panics.Trigger, "triggered refresh of volume "+volumeID)
+		d.republishHeld(ctx, req)
+	}()
 }
 
 // republishHeld publishes a held request again, as kubelet's republish
@@ -203,11 +276,19 @@ func (h *heldRequests) sweep(now time.Time) int {
 	dropped := 0
 	for id, r := range h.m {
 		if !r.expires.IsZero() && !now.Before(r.expires) && !r.running {
-			delete(h.m, id)
+			h.remove(id)
 			dropped++
 		}
 	}
 	return dropped
+}
+
+// sweepOnce runs one sweep; a panic in it ends that sweep only.
+func (d *Driver) sweepOnce() {
+	defer panics.Recover(panics.Sweep, "sweep of held requests")
+	if n := d.held.sweep(d.deps.Clock.Now()); n > 0 {
+		klog.V(4).InfoS("dropped held publish requests whose tokens expired", "count", n)
+	}
 }
 
 // sweepHeld runs sweep every sweepEvery until ctx ends.
@@ -219,9 +300,7 @@ func (d *Driver) sweepHeld(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n := d.held.sweep(d.deps.Clock.Now()); n > 0 {
-				klog.V(4).InfoS("dropped held publish requests whose tokens expired", "count", n)
-			}
+			d.sweepOnce()
 		}
 	}
 }

@@ -31,6 +31,9 @@ type Decision struct {
 	// Problems are the class's invalid annotations, each naming the
 	// annotation and the fix; their defaults applied.
 	Problems []error
+	// CutBackoff says a trigger refreshes a volume whose failing refresh
+	// was backing off: the record keeps State.Failures as State.CutBackoff.
+	CutBackoff bool
 }
 
 // Refreshes reports whether the volume is refreshed.
@@ -47,7 +50,10 @@ func (d *Decider) Decide(s State, namespace, pod, class string, now time.Time) D
 	}
 	p, problems := ForClass(classAnn, d.Node)
 	t := Triggers{Class: classAnn[RefreshAnnotation], Pod: podAnn[RefreshAnnotation]}
-	return Decision{Verdict: p.Decide(s, t, now, d.backoff()), Triggers: t, Problems: problems}
+	b := d.backoff()
+	verdict := p.Decide(s, t, now, b)
+	cut := verdict == DecisionTriggered && s.BackingOff(now, b)
+	return Decision{Verdict: verdict, Triggers: t, Problems: problems, CutBackoff: cut}
 }
 
 // Current returns the trigger values now set and the class's annotation

@@ -154,11 +154,15 @@ type State struct {
 	LastFailure time.Time
 	// Handled are the trigger values the volume last acted on.
 	Handled Triggers
+	// CutBackoff is Failures when a trigger last cut the backoff short
+	// (0: none since the last success).
+	CutBackoff int
 }
 
 // Decide returns what a republish (or a trigger) at now does with a
 // mounted volume: one of the Decision constants. A new trigger value
-// refreshes at once unless the policy is CreatedOnce; a failing refresh
+// refreshes at once unless the policy is CreatedOnce, or the volume is
+// backing off and may not cut it short (CanCutBackoff); a failing refresh
 // is retried after the backoff whatever the policy (the volume is not
 // what was asked for); Periodic refreshes once its interval passed.
 // A clock set back makes every wait due: waiting for it to catch up could
@@ -167,11 +171,15 @@ func (p Policy) Decide(s State, t Triggers, now time.Time, b Backoff) string {
 	if p.Kind == CreatedOnce {
 		return DecisionSkippedByPolicy
 	}
+	backingOff := s.BackingOff(now, b)
 	if (t.Class != "" && t.Class != s.Handled.Class) || (t.Pod != "" && t.Pod != s.Handled.Pod) {
+		if backingOff && !s.CanCutBackoff() {
+			return DecisionBackoff
+		}
 		return DecisionTriggered
 	}
 	if s.Failures > 0 {
-		if waited(s.LastFailure, now, b.After(s.Failures)) {
+		if !backingOff {
 			return DecisionDue
 		}
 		return DecisionBackoff
@@ -183,6 +191,21 @@ func (p Policy) Decide(s State, t Triggers, now time.Time, b Backoff) string {
 		return DecisionDue
 	}
 	return DecisionNotDue
+}
+
+// BackingOff reports whether the volume's refresh failed and its backoff
+// has not passed at now.
+func (s State) BackingOff(now time.Time, b Backoff) bool {
+	return s.Failures > 0 && !waited(s.LastFailure, now, b.After(s.Failures))
+}
+
+// CanCutBackoff reports whether a new trigger value may cut the current
+// backoff short: once per step (Failures), and not right after a
+// triggered attempt that cut one short and failed, so that a stream of
+// trigger values never calls the provider more than twice per backoff
+// step: triggers cannot be used as a pump.
+func (s State) CanCutBackoff() bool {
+	return s.CutBackoff == 0 || s.CutBackoff < s.Failures-1
 }
 
 // waited reports whether d has passed since t, or the clock went back.

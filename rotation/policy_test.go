@@ -2,6 +2,7 @@ package rotation
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,10 +38,54 @@ func TestDecide(t *testing.T) {
 		{"failed three times: due at 4m", periodic, State{LastRefresh: last, Failures: 3, LastFailure: last}, Triggers{}, last.Add(4 * time.Minute), DecisionDue},
 		{"on demand, failed: retried after the backoff", Policy{Kind: OnDemand}, State{LastRefresh: last, Failures: 1, LastFailure: last}, Triggers{}, last.Add(time.Minute), DecisionDue},
 		{"a new trigger skips the backoff", periodic, State{LastRefresh: last, Failures: 5, LastFailure: last}, Triggers{Pod: "x"}, last, DecisionTriggered},
+		{"a trigger after the cut attempt failed waits", periodic, State{LastRefresh: last, Failures: 6, LastFailure: last, CutBackoff: 5}, Triggers{Pod: "y"}, last.Add(time.Minute), DecisionBackoff},
+		{"the next step may be cut again", periodic, State{LastRefresh: last, Failures: 7, LastFailure: last, CutBackoff: 5}, Triggers{Pod: "y"}, last.Add(time.Minute), DecisionTriggered},
+		{"a step already cut waits", periodic, State{LastRefresh: last, Failures: 5, LastFailure: last, CutBackoff: 5}, Triggers{Pod: "z"}, last.Add(time.Minute), DecisionBackoff},
+		{"a trigger after the backoff needs no cut", periodic, State{LastRefresh: last, Failures: 6, LastFailure: last, CutBackoff: 5}, Triggers{Pod: "y"}, last.Add(8 * time.Minute), DecisionTriggered},
 	} {
 		if got := tc.p.Decide(tc.s, tc.t, tc.now, b); got != tc.want {
 			t.Errorf("%s: Decide = %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestTriggersCannotPumpThroughBackoff: a stream of new trigger values
+// against a refresh that keeps failing calls the provider at most twice
+// per backoff step: once when a trigger cuts a step short, once when the
+// step's retry is due. Each attempt fails; the record keeps what the
+// driver keeps (Failures, LastFailure, CutBackoff).
+func TestTriggersCannotPumpThroughBackoff(t *testing.T) {
+	b := Backoff{Initial: time.Minute, Max: 4 * time.Minute}
+	src := &fakeSource{}
+	d := &Decider{Node: NodeDefaults{}, Backoff: b, Source: src}
+	s := State{VolumeID: "v", LastRefresh: last, Failures: 1, LastFailure: last}
+	now := last
+	attempts, cuts := 0, 0
+	const step = 10 * time.Second // the --min-refresh-interval default
+	for i := range 360 {          // an hour of a new value every 10 s
+		now = now.Add(step)
+		src.class = map[string]string{RefreshAnnotation: strconv.Itoa(i)}
+		dec := d.Decide(s, "ns", "pod", "class", now)
+		if !dec.Refreshes() {
+			continue
+		}
+		attempts++
+		if dec.CutBackoff {
+			cuts++
+			s.CutBackoff = s.Failures
+		}
+		s.Failures++
+		s.LastFailure = now
+		s.Handled = dec.Triggers
+	}
+	t.Logf("%d attempts, %d cut the backoff", attempts, cuts)
+	// At the 4m maximum an hour holds 15 steps: at most 2 calls each.
+	if attempts > 2*15+4 {
+		t.Errorf("%d provider calls in an hour of triggers every %s against a failing refresh, want at most about 2 per %s step",
+			attempts, step, b.Max)
+	}
+	if cuts == 0 || cuts > attempts/2+1 {
+		t.Errorf("%d of %d attempts cut the backoff short, want about half", cuts, attempts)
 	}
 }
 

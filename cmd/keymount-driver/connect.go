@@ -11,6 +11,7 @@ import (
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/cluster"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/panics"
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/rotation/secretsync"
 )
@@ -71,6 +72,12 @@ func (d *deferredCluster) PodAnnotations(namespace, name string) map[string]stri
 	return nil
 }
 
+// startCluster starts the cluster side; a panic in it is an error to retry.
+func startCluster(ctx context.Context, cfg cluster.Config) (cl *cluster.Cluster, err error) {
+	defer panics.RecoverAs(panics.Sweep, "connecting to the API server", &err)
+	return cluster.Start(ctx, cfg)
+}
+
 // connectInBackground starts connecting to the API server, retrying with
 // backoff until it succeeds or ctx ends.
 // writes, when not nil, hears the Secrets the sync writes.
@@ -79,7 +86,7 @@ func connectInBackground(ctx context.Context, cfg cluster.Config, writes secrets
 	go func() {
 		wait := 200 * time.Millisecond
 		for {
-			cl, err := cluster.Start(ctx, cfg)
+			cl, err := startCluster(ctx, cfg)
 			if err == nil {
 				if writes != nil {
 					cl.ObserveSecretWrites(writes)
@@ -149,6 +156,7 @@ func (d *deferredCluster) Notify(o *driver.Outcome) {
 		d.cl.Notify(o)
 	default:
 		go func() {
+			defer panics.Recover(panics.Reporter, "events of a publish")
 			if cl, err := d.await(); err == nil {
 				cl.Notify(o)
 			}

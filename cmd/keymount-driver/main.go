@@ -108,6 +108,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.BoolVar(&cfg.rotation.Enabled, "enable-secret-rotation", false, "refresh mounted volumes (upstream's switch): off, a volume keeps what its first publish mounted")
 	fs.DurationVar(&cfg.backoff.Initial, "rotation-backoff-initial", rotation.DefaultBackoffInitial, "after a refresh fails, wait this long before the next attempt (the old files stay mounted); doubles with each failure in a row")
 	fs.DurationVar(&cfg.backoff.Max, "rotation-backoff-max", rotation.DefaultBackoffMax, "the longest wait between attempts of a failing refresh")
+	fs.DurationVar(&cfg.driver.MinRefreshInterval, "min-refresh-interval", driver.DefaultMinRefreshInterval, "shortest time between two refreshes of one volume started by refresh triggers (keymount.io/refresh on a class or pod): a burst of triggers is one refresh, a later one waits for the rest of the interval")
 	fs.DurationVar(&cfg.rotation.Interval, "rotation-poll-interval", rotation.DefaultInterval, "with --enable-secret-rotation, refresh a volume on the first republish kubelet sends (about every minute) once this long has passed since its provider last answered; 0: on every republish")
 	fs.DurationVar(&cfg.releaseMemoryAfter, "release-memory-after", driver.DefaultReleaseMemoryAfter, "return freed memory to the node once no CSI call came for this long after some did (the garbage of a burst of pods); 0: never")
 	fs.DurationVar(&cfg.providerTimeout, "provider-timeout", 60*time.Second, "deadline of one provider call; keep it below kubelet's 2 minutes")

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 )
 
 func TestParseFlagsDefaults(t *testing.T) {
@@ -55,7 +56,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 }
 
 func TestRunServesUntilCancelled(t *testing.T) {
-	dir := t.TempDir()
+	dir := sockettest.Dir(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{
 		"--state-dir=" + dir, "--class-path=" + dir, "--provider-dir=" + dir,
@@ -123,7 +124,7 @@ func TestAPIRateLimits(t *testing.T) {
 // and a publish that needs a class fails within its deadline naming why,
 // instead of the driver exiting or never serving.
 func TestServesWhileAPIServerUnreachable(t *testing.T) {
-	dir := t.TempDir()
+	dir := sockettest.Dir(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	mount "k8s.io/mount-utils"
 
 	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/local"
 	"github.com/keymount/keymount/provider/server"
 )
@@ -130,7 +131,7 @@ func startMetricsDriver(t *testing.T) (string, *grpc.ClientConn, string) {
 	if os.Geteuid() != 0 {
 		t.Fatalf("the driver mounts tmpfs: run as root (euid %d)", os.Geteuid())
 	}
-	dir := t.TempDir()
+	dir := sockettest.Dir(t)
 	kubelet, objects, providers := filepath.Join(dir, "kubelet"), filepath.Join(dir, "objects"), filepath.Join(dir, "providers")
 	for _, d := range []string{kubelet, objects, providers} {
 		if err := os.MkdirAll(d, 0o750); err != nil {

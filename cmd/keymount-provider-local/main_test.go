@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
@@ -36,10 +37,10 @@ func TestParseFlags(t *testing.T) {
 
 func TestRunBadConfig(t *testing.T) {
 	root := t.TempDir()
-	dir := t.TempDir()
+	dir := sockettest.Dir(t)
 	// The provider kit creates a missing socket directory; one below a
 	// regular file cannot be created.
-	file := filepath.Join(t.TempDir(), "file")
+	file := filepath.Join(sockettest.Dir(t), "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +70,7 @@ func TestRunBadConfig(t *testing.T) {
 }
 
 func TestRunServesUntilCanceled(t *testing.T) {
-	dir, err := os.MkdirTemp("", "km")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	dir := sockettest.Dir(t)
 	cfg := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{"--root=" + t.TempDir(), "--provider-dir=" + dir})
 
 	ctx, cancel := context.WithCancel(t.Context())

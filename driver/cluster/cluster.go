@@ -23,6 +23,7 @@ import (
 	"github.com/keymount/keymount/driver/podstatus"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/internal/panics"
 	"github.com/keymount/keymount/rotation/secretsync"
 )
 
@@ -177,7 +178,10 @@ func (c *Cluster) waitForSync(ctx context.Context, cfg Config, ca *kube.Cache, l
 			return
 		}
 		if ctx.Err() == nil {
-			diagnose(ctx, cfg, live)
+			func() {
+				defer panics.Recover(panics.Sweep, "diagnosis of the caches' sync")
+				diagnose(ctx, cfg, live)
+			}()
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -140,16 +141,17 @@ func serve(t *testing.T, dir, name string, p *fakeProvider) *runningProvider {
 // about 108 bytes, which t.TempDir's long names can exceed.
 func tempDir(t *testing.T) string {
 	t.Helper()
-	return tempDirPattern(t, "kmpc")
+	return sockettest.Dir(t)
 }
 
+// tempDirPattern returns a new directory named by pattern inside a short
+// one (os.MkdirTemp's pattern).
 func tempDirPattern(t *testing.T, pattern string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", pattern)
+	dir, err := os.MkdirTemp(sockettest.Dir(t), pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
 }
 

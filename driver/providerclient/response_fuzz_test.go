@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -68,11 +68,7 @@ const fuzzProvider = "fuzz"
 
 func newWireProvider(f *testing.F) *wireProvider {
 	f.Helper()
-	dir, err := os.MkdirTemp("", "kmfz") // short: a socket path must fit in ~108 bytes
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = os.RemoveAll(dir) })
+	dir := sockettest.Dir(f)
 	l, err := net.Listen("unix", filepath.Join(dir, fuzzProvider+".sock"))
 	if err != nil {
 		f.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/util/wait"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 )
 
 // kubeletGetInfo does what kubelet's plugin watcher does with a new socket.
@@ -53,7 +55,7 @@ func TestServeRegistersAndComesBack(t *testing.T) {
 	cfg := Config{
 		DriverName:    "secrets-store.csi.k8s.io",
 		Endpoint:      "/var/lib/kubelet/plugins/csi-secrets-store/csi.sock",
-		Dir:           filepath.Join(t.TempDir(), "plugins_registry"),
+		Dir:           filepath.Join(sockettest.Dir(t), "plugins_registry"),
 		CheckInterval: 10 * time.Millisecond,
 	}
 	ctx, cancel := context.WithCancel(t.Context())

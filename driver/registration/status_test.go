@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 )
 
 // kubeletAnswers sends kubelet's answer to the plugin on socket.
@@ -37,7 +39,7 @@ func servedStatus(t *testing.T) (Config, *Status, *clocktesting.FakeClock) {
 	cfg := Config{
 		DriverName:    "secrets-store.csi.k8s.io",
 		Endpoint:      "/var/lib/kubelet/plugins/csi-secrets-store/csi.sock",
-		Dir:           filepath.Join(t.TempDir(), "plugins_registry"),
+		Dir:           filepath.Join(sockettest.Dir(t), "plugins_registry"),
 		CheckInterval: time.Second,
 		Clock:         clk,
 	}

@@ -59,6 +59,9 @@ type Record struct {
 	LastError     string    `json:"lastError,omitempty"`
 	LastErrorTime time.Time `json:"lastErrorTime,omitzero"`
 	Failures      int       `json:"failures,omitempty"`
+	// CutBackoff is Failures when a trigger last cut the backoff short
+	// (rotation.State.CutBackoff).
+	CutBackoff int `json:"cutBackoff,omitempty"`
 	// HandledClassRefresh and HandledPodRefresh are the values of the
 	// refresh trigger annotation of the class and of the pod that the
 	// volume last acted on: a new value is a request to refresh.

@@ -2,17 +2,13 @@ package grpcrecover
 
 import (
 	"context"
-	"fmt"
-	"runtime/debug"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/klog/v2"
-)
 
-// maxStack is how many bytes of the panicking goroutine's stack are logged.
-const maxStack = 8 << 10
+	"github.com/keymount/keymount/internal/panics"
+)
 
 // UnaryServerInterceptor recovers a panic in the rest of a unary call.
 func UnaryServerInterceptor() grpc.UnaryServerInterceptor {
@@ -38,17 +34,11 @@ func StreamServerInterceptor() grpc.StreamServerInterceptor {
 	}
 }
 
-// recovered logs a recovered panic and returns the error the caller gets.
-// It runs in the deferred function, so the stack still shows the panic.
+// recovered reports a recovered panic (internal/panics: one log line and
+// the keymount_panics_recovered_total metric) and returns the error the
+// caller gets. It runs in the deferred function, so the stack still shows
+// the panic.
 func recovered(method string, r any) error {
-	klog.ErrorS(nil, "grpc handler panicked", "method", method, "panic", fmt.Sprint(r), "stack", trim(debug.Stack(), maxStack))
+	panics.Report(panics.GRPC, method, r)
 	return status.Errorf(codes.Internal, "internal error in %s: the handler panicked; see the driver/provider log", method)
-}
-
-// trim returns the first limit bytes of stack, marked when cut.
-func trim(stack []byte, limit int) string {
-	if len(stack) <= limit {
-		return string(stack)
-	}
-	return string(stack[:limit]) + "\n... (stack truncated)"
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
+
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 )
 
 const secret = "SECRETVALUE"
@@ -79,7 +80,7 @@ func captureLog(t *testing.T) *syncBuffer {
 // returns a client connected to it.
 func serve(t *testing.T) healthpb.HealthClient {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "h.sock")
+	path := sockettest.Path(t, "h.sock")
 	var lc net.ListenConfig
 	l, err := lc.Listen(t.Context(), "unix", path)
 	if err != nil {
@@ -177,39 +178,19 @@ func TestStreamServerInterceptor(t *testing.T) {
 	}
 }
 
-// assertLoggedOnce checks that log holds one panic line with the method,
+// assertLoggedOnce checks that log holds one panic line with the handler, the method,
 // the panic value and a stack through the handler, and not the request.
 func assertLoggedOnce(t *testing.T, log, method, wantPanic string) {
 	t.Helper()
-	if n := strings.Count(log, `"grpc handler panicked"`); n != 1 {
+	if n := strings.Count(log, `"recovered a panic"`); n != 1 {
 		t.Errorf("panic logged %d times, want once:\n%s", n, log)
 	}
-	for _, want := range []string{`method="` + method + `"`, wantPanic, "stack=", "grpcrecover.panicky."} {
+	for _, want := range []string{`handler="grpc"`, `in="` + method + `"`, wantPanic, "stack=", "grpcrecover.panicky."} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
 	}
 	if strings.Contains(log, secret) {
 		t.Errorf("log holds the request:\n%s", log)
-	}
-}
-
-func TestTrim(t *testing.T) {
-	tests := []struct {
-		name  string
-		stack string
-		limit int
-		want  string
-	}{
-		{"short", "abc", 5, "abc"},
-		{"exact", "abcde", 5, "abcde"},
-		{"long", "abcdefg", 5, "abcde\n... (stack truncated)"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := trim([]byte(tc.stack), tc.limit); got != tc.want {
-				t.Errorf("trim(%q, %d) = %q, want %q", tc.stack, tc.limit, got, tc.want)
-			}
-		})
 	}
 }

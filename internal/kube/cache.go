@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/keymount/keymount/internal/panics"
 )
 
 // Watch is one kind a Cache serves, and its scope.
@@ -245,7 +247,9 @@ func (c *Cache) Annotations(sample Object, key types.NamespacedName) map[string]
 
 // OnUpdate calls fn with the old and new object of every later update of
 // an object of sample's kind the cache sees, once the cache holds the new
-// one. fn must not block and must not modify the objects.
+// one. fn must not block and must not modify the objects. A panic in fn is
+// recovered (internal/panics): that event is lost, the informer and the
+// process go on.
 func (c *Cache) OnUpdate(sample Object, fn func(oldObj, newObj Object)) error {
 	i, err := c.informerFor(sample)
 	if err != nil {
@@ -253,6 +257,7 @@ func (c *Cache) OnUpdate(sample Object, fn func(oldObj, newObj Object)) error {
 	}
 	_, err = i.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
+			defer panics.Recover(panics.Informer, "update handler of "+i.gvk.Kind)
 			o, ok1 := oldObj.(Object)
 			n, ok2 := newObj.(Object)
 			if ok1 && ok2 {

@@ -5,10 +5,12 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +22,7 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/internal/panics"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -227,6 +230,61 @@ func testCache(t *testing.T, api *kube.API, ns string) {
 		t.Error("List by field from the cache succeeded")
 	}
 	testCacheFollows(ctx, t, c, api, ns)
+	testHandlerPanics(ctx, t, c, api, mine)
+}
+
+// testHandlerPanics: a panic in an update handler is recovered and counted
+// (keymount_panics_recovered_total{handler="informer"}); the informer, and
+// the process, go on delivering the next updates to it.
+func testHandlerPanics(ctx context.Context, t *testing.T, c *kube.Cache, api *kube.API, p *corev1.Pod) {
+	before := recoveredInformerPanics(t)
+	var calls atomic.Int32
+	var seen atomic.Value // the label "round" of the last update handled
+	err := c.OnUpdate(&corev1.Pod{}, func(_, n kube.Object) {
+		if calls.Add(1) == 1 {
+			panic("injected bug in an informer handler")
+		}
+		seen.Store(n.GetLabels()["round"])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, round := range []string{"1", "2", "3"} {
+		patch := []byte(`{"metadata":{"labels":{"round":"` + round + `"}}}`)
+		if err := api.Patch(ctx, p.DeepCopy(), types.MergePatchType, patch, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if round == "1" {
+			poll(t, "the handler to panic", func() bool { return recoveredInformerPanics(t) == before+1 })
+			continue
+		}
+		poll(t, "the handler to see round "+round+" after its panic", func() bool { return seen.Load() == round })
+	}
+	if got := recoveredInformerPanics(t); got != before+1 {
+		t.Errorf("%v informer panics recovered, want %v", got, before+1)
+	}
+}
+
+// recoveredInformerPanics reads keymount_panics_recovered_total{handler="informer"}.
+func recoveredInformerPanics(t *testing.T) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(panics.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "handler" && l.GetValue() == panics.Informer {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatal("no keymount_panics_recovered_total{handler=\"informer\"}")
+	return 0
 }
 
 // testCacheFollows: the cache sees a new status, without managed fields,

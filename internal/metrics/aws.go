@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/keymount/keymount/internal/panics"
 )
 
 // AWS is the AWS provider's metrics: its store requests by operation and
@@ -23,7 +25,7 @@ type AWS struct {
 // with the Go and process collectors.
 func NewAWS() *AWS {
 	m := &AWS{reg: prometheus.NewRegistry()}
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), panics.Collector())
 	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "keymount_aws_store_requests_total",
 		Help: "AWS API operations the provider sent (Secrets Manager, SSM Parameter Store), retries included, by outcome: ok or the AWS error code.",

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/internal/panics"
 )
 
 // Label names. Upstream's metrics carry os_type (runtime.GOOS) on every
@@ -132,6 +133,7 @@ func New() *Metrics {
 		&m.providerHealth,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		panics.Collector(),
 	)
 	return m
 }

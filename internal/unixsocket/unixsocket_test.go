@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 )
 
 // staleSocket leaves a socket file at path that nobody listens on, as a
@@ -187,7 +189,7 @@ func TestListen(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "s.sock")
+			path := sockettest.Path(t, "s.sock")
 			check := tc.setup(t, path)
 			l, err := Listen(path)
 			if tc.wantErr == "" {
@@ -228,7 +230,7 @@ func assertType(t *testing.T, path string, want fs.FileMode) {
 }
 
 func TestListenCreatesParentDirectory(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "a", "b")
+	dir := filepath.Join(sockettest.Dir(t), "a", "b")
 	l, err := Listen(filepath.Join(dir, "s.sock"))
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
@@ -251,7 +253,7 @@ func currentUmask() os.FileMode {
 }
 
 func TestListenConcurrent(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.sock")
+	path := sockettest.Path(t, "s.sock")
 	staleSocket(t, path)
 
 	const n = 8
@@ -329,7 +331,7 @@ func TestClose(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "s.sock")
+			path := sockettest.Path(t, "s.sock")
 			l, err := Listen(path)
 			if err != nil {
 				t.Fatalf("Listen: %v", err)

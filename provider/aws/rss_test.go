@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -89,7 +90,7 @@ type runningProvider struct {
 // GOMEMLIMIT, and waits until its socket answers.
 func startProvider(tb testing.TB, bin string, rig *coldRig) *runningProvider {
 	tb.Helper()
-	dir := tb.TempDir()
+	dir := sockettest.Dir(tb)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
@@ -23,11 +23,7 @@ func TestOverSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "km")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	dir := sockettest.Dir(t)
 	srv, err := server.New(server.Config{Name: "local", Version: "test", SocketDir: dir}, p)
 	if err != nil {
 		t.Fatal(err)

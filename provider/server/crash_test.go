@@ -41,7 +41,7 @@ func TestMountPanicIsInternal(t *testing.T) {
 	}
 	log := buf.String()
 	// Logged once, by the recovery: the panic skips the failure log.
-	if n, m := strings.Count(log, `"grpc handler panicked"`), strings.Count(log, `"provider call failed"`); n != 1 || m != 0 {
+	if n, m := strings.Count(log, `"recovered a panic"`), strings.Count(log, `"provider call failed"`); n != 1 || m != 0 {
 		t.Errorf("panic logged %d times and as a failed call %d times, want once and never:\n%s", n, m, log)
 	}
 	if !strings.Contains(log, `panic="runtime error: index out of range [1] with length 0"`) {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -34,12 +35,7 @@ func (f providerFunc) Mount(ctx context.Context, req *MountRequest) (*MountResul
 // socketDir returns a directory short enough for a unix socket path.
 func socketDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "km")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
+	return sockettest.Dir(t)
 }
 
 type running struct {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/tests/harness"
 )
 
@@ -164,7 +165,7 @@ func startBinNode(b *testing.B, driverBin, providerBin string, env, args []strin
 func startBinNodeWith(b *testing.B, cfg binNodeConfig) *binNode {
 	b.Helper()
 	// Short: unix socket paths are limited to 107 bytes.
-	dir, err := os.MkdirTemp("", "kmrss")
+	dir, err := sockettest.MkdirTemp("kmrss")
 	if err != nil {
 		b.Fatal(err)
 	}

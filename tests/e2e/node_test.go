@@ -21,6 +21,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 )
 
 // readyTimeout bounds a driver's start: it syncs its caches with the API
@@ -109,11 +111,8 @@ func startNode(t *testing.T, opts nodeOptions) *node {
 		t.Fatalf("the end-to-end suite mounts tmpfs and must run as root (euid %d)", os.Geteuid())
 	}
 	// A short directory: unix socket paths are limited to 108 bytes.
-	dir, err := os.MkdirTemp("", "kme")
+	dir, err := sockettest.MkdirTemp("kme")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
 		t.Fatal(err)
 	}
 	name := nodeName(t)

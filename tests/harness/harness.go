@@ -20,6 +20,7 @@ import (
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/providerclient"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 )
 
 // ProviderName is the spec.provider of classes served by the harness's
@@ -118,12 +119,9 @@ func Start(tb testing.TB, opts Options) *Harness {
 	if os.Geteuid() != 0 {
 		tb.Fatalf("the keymount harness mounts tmpfs volumes and must run as root (euid %d)", os.Geteuid())
 	}
-	dir, err := os.MkdirTemp("", "km")
+	dir, err := sockettest.MkdirTemp("km") // short, whatever TMPDIR: it holds the sockets
 	if err != nil {
 		tb.Fatalf("create harness dir: %v", err)
-	}
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
-		tb.Fatalf("resolve harness dir: %v", err)
 	}
 	h := &Harness{
 		Dir:         dir,

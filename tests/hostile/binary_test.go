@@ -18,6 +18,7 @@ import (
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/internal/killpoint"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/tests/harness"
 )
 
@@ -110,11 +111,8 @@ func startBinNode(t *testing.T) *binNode {
 // empty).
 func startBinNodeWith(t *testing.T, bin string) *binNode {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "kmb")
+	dir, err := sockettest.MkdirTemp("kmb")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
 		t.Fatal(err)
 	}
 	b := &binNode{

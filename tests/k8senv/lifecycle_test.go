@@ -144,6 +144,11 @@ func TestProcessesDieWithTestBinary(t *testing.T) {
 		t.Fatalf("the helper runs %d processes (%v), want etcd, kube-apiserver, kube-controller-manager and kube-scheduler", len(children), children)
 	}
 
+	// Taken while the helper still holds them, pidfds name exactly these
+	// processes from now on, whoever reaps them and whatever PIDs are
+	// reused later.
+	watched := watchChildren(t, cmd.Process.Pid, children)
+
 	killed = true
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -152,44 +157,98 @@ func TestProcessesDieWithTestBinary(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), eventually)
 	defer cancel()
-	reaped := make([]<-chan error, len(children))
-	for i, pid := range children {
-		reaped[i] = reap(pid)
-	}
-	for i, pid := range children {
-		reaped := reaped[i]
-		var err error
-		select {
-		case err = <-reaped:
-		case <-ctx.Done():
-			select {
-			case err = <-reaped:
-			default:
-				t.Errorf("pid %d still runs %s after its test binary was killed", pid, eventually)
-				_ = unix.Kill(pid, unix.SIGKILL)
-				err = <-reaped
-			}
+	for _, w := range watched {
+		if err := w.exited(ctx); err != nil {
+			t.Errorf("pid %d still runs %s after its test binary was killed (%v)", w.pid, eventually, err)
+			w.kill(t)
 		}
-		if err != nil {
-			t.Errorf("waiting for pid %d: %v", pid, err)
+		w.reap(t)
+	}
+	for _, p := range childProcesses(t, os.Getpid()) {
+		for _, w := range watched {
+			if p.pid == w.pid && p.zombie {
+				t.Errorf("pid %d was left a zombie of the test process", p.pid)
+			}
 		}
 	}
 }
 
-// reap waits for the orphan pid, now a child of this process, to exit.
-func reap(pid int) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		var ws unix.WaitStatus
-		for {
-			_, err := unix.Wait4(pid, &ws, 0, nil)
-			if !errors.Is(err, unix.EINTR) {
-				done <- err
-				return
-			}
+// watchedProc is a process followed through a pidfd.
+type watchedProc struct {
+	pid int
+	fd  int
+}
+
+// watchChildren opens a pidfd on each pid and checks that it is still a
+// child of parent, so that each pidfd names one of parent's children; the
+// pidfds are closed when the test ends.
+func watchChildren(t *testing.T, parent int, pids []int) []watchedProc {
+	t.Helper()
+	var out []watchedProc
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			t.Fatalf("pidfd_open(%d): %v", pid, err)
 		}
-	}()
-	return done
+		t.Cleanup(func() { _ = unix.Close(fd) })
+		if _, ppid, ok := readProc(pid); !ok || ppid != parent {
+			t.Fatalf("pid %d is no longer a child of the helper %d (parent %d, alive %v)", pid, parent, ppid, ok)
+		}
+		out = append(out, watchedProc{pid: pid, fd: fd})
+	}
+	return out
+}
+
+// exited waits until the process has exited (reaped or not) or ctx ends.
+func (w watchedProc) exited(ctx context.Context) error {
+	for {
+		ms := -1 // no deadline: wait for as long as it takes
+		if deadline, ok := ctx.Deadline(); ok {
+			ms = max(int(time.Until(deadline).Milliseconds()), 0)
+		}
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}, ms) //nolint:gosec // G115: a file descriptor fits in int32
+		switch {
+		case errors.Is(err, unix.EINTR):
+		case err != nil:
+			return fmt.Errorf("poll pidfd: %w", err)
+		case n > 0:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+	}
+}
+
+// kill kills the process and waits for it to exit.
+func (w watchedProc) kill(t *testing.T) {
+	t.Helper()
+	if err := unix.PidfdSendSignal(w.fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		t.Errorf("kill pid %d: %v", w.pid, err)
+	}
+	if err := w.exited(context.Background()); err != nil {
+		t.Errorf("pid %d: %v", w.pid, err)
+	}
+}
+
+// reap collects the exit status of the process once it has exited. The
+// helper's whole thread group is gone by then, so the process is either
+// this test's child (reparented to it, the subreaper) and reaped here, or
+// was reaped by the helper itself while it died: a thread of the helper
+// still waiting for it when the parent-death signal killed it (likely
+// under load). waitid answers ECHILD in that case, which is not an error.
+func (w watchedProc) reap(t *testing.T) {
+	t.Helper()
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PIDFD, w.fd, &info, unix.WEXITED, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil && !errors.Is(err, unix.ECHILD):
+			t.Errorf("waiting for pid %d: %v", w.pid, err)
+		}
+		return
+	}
 }
 
 func parsePIDs(list string) []int {

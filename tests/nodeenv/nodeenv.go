@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/tests/childproc"
 	"github.com/keymount/keymount/tests/k8senv"
 )
@@ -346,7 +347,7 @@ func checkAssets(tb testing.TB, dir string) {
 // shortTempDir is a new directory directly under /tmp, removed by Start's
 // cleanup: unix socket paths under it must stay below 108 bytes.
 func shortTempDir(tb testing.TB) string {
-	dir, err := os.MkdirTemp("", "kmnode-")
+	dir, err := sockettest.MkdirTemp("kmnode-")
 	if err != nil {
 		tb.Fatalf("nodeenv: %v", err)
 	}
