@@ -56,6 +56,13 @@ func New(tb testing.TB, url string) *Issuer {
 	return &Issuer{URL: url, KeyID: kid, key: key}
 }
 
+// WithKey returns an issuer named url that signs with key under key ID
+// kid: a real cluster's signing key, to sign tokens its TokenRequest API
+// will not mint (expired, not yet valid).
+func WithKey(url, kid string, key *rsa.PrivateKey) *Issuer {
+	return &Issuer{URL: url, KeyID: kid, key: key}
+}
+
 // Token is what a token says. Zero times default to now (iat, nbf) and
 // an hour from now (exp); an empty Issuer to the issuer's URL.
 type Token struct {
@@ -112,8 +119,15 @@ func (i *Issuer) Sign(tb testing.TB, t Token) string {
 // ID), as kube-apiserver signs.
 func (i *Issuer) SignClaims(tb testing.TB, claims any) string {
 	tb.Helper()
+	return i.SignAs(tb, i.KeyID, claims)
+}
+
+// SignAs returns claims signed with the issuer's key under key ID kid (a
+// forgery when kid is another issuer's).
+func (i *Issuer) SignAs(tb testing.TB, kid string, claims any) string {
+	tb.Helper()
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: i.key},
-		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", i.KeyID))
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
 	if err != nil {
 		tb.Fatal(err)
 	}
