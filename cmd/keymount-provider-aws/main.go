@@ -22,6 +22,7 @@ import (
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/internal/pprofserve"
+	"github.com/keymount/keymount/internal/satoken"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
 	"github.com/keymount/keymount/provider/aws/kubeclient"
@@ -151,7 +152,14 @@ func run(ctx context.Context, cfg *config) error {
 	ids := identity.New(identity.Config{AWS: awsCfg, STSEndpoint: cfg.stsURL, PodIdentityTimeout: cfg.podIdentityTimeout, Outages: st},
 		identity.NewKubeServiceAccounts(cs, cfg.saTTL))
 	regions := noderegion.New(noderegion.Config{Region: cfg.region, NodeName: cfg.nodeName}, cs)
-	p, err := aws.New(regions, ids, st)
+	// Every mount's token is proven with the cluster's service account
+	// issuer keys (read once through cs), or a TokenReview where discovery
+	// is not readable, before any cache or store is used for it.
+	tokens, err := satoken.New(satoken.Config{}, cs)
+	if err != nil {
+		return err
+	}
+	p, err := aws.New(regions, tokens, ids, st)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/keymount/keymount/internal/satoken"
+	"github.com/keymount/keymount/internal/satoken/satokentest"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
 	"github.com/keymount/keymount/provider/aws/internal/motoserver"
@@ -125,27 +127,39 @@ func benchObjects(n int) string {
 // mountRig is a provider wired like the real one (aws.New over store.New)
 // against the fake, with a fake clock deciding freshness.
 type mountRig struct {
-	fake  *fakeSecrets
-	clk   *clocktesting.FakeClock
-	http  *awshttp.BuildableClient
-	attrs map[string]string
+	fake   *fakeSecrets
+	clk    *clocktesting.FakeClock
+	http   *awshttp.BuildableClient
+	issuer *satokentest.Issuer
+	// pods are the attributes of each pod's mount: pod i of service
+	// account bench/app, with its own token.
+	pods []map[string]string
 }
 
 func newMountRig(tb testing.TB) *mountRig {
-	return &mountRig{
+	r := &mountRig{
 		fake: newFakeSecrets(tb),
 		clk:  clocktesting.NewFakeClock(time.Now()),
 		// One transport for every store, as one provider process has: a
 		// fresh store per iteration must not open fresh connections too.
-		http:  awshttp.NewBuildableClient(),
-		attrs: map[string]string{"objects": benchObjects(benchSecrets), "region": region},
+		http:   awshttp.NewBuildableClient(),
+		issuer: satokentest.New(tb, "https://kubernetes.default.svc.cluster.local"),
 	}
+	class := map[string]string{"objects": benchObjects(benchSecrets), "region": region}
+	for i := range benchPods {
+		r.pods = append(r.pods, podAttrs(tb, r.issuer, class, "bench", "app", fmt.Sprintf("app-%d", i), fmt.Sprintf("uid-%d", i)))
+	}
+	return r
 }
 
 func (r *mountRig) provider(tb testing.TB) *aws.Provider {
 	tb.Helper()
 	st := store.New(store.Config{Endpoint: r.fake.url, Clock: r.clk, HTTPClient: r.http})
-	p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, nil), sharedIdentity{}, st)
+	tokens, err := satoken.New(satoken.Config{}, r.issuer)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, nil), tokens, sharedIdentity{}, st)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -159,10 +173,10 @@ func (r *mountRig) mountAll(tb testing.TB, p *aws.Provider, current map[string]s
 		mu   sync.Mutex
 		last *server.MountResult
 	)
-	for range benchPods {
+	for i := range benchPods {
 		wg.Go(func() {
 			res, err := p.Mount(context.Background(), &server.MountRequest{
-				Attributes: r.attrs, Permission: 0o644, CurrentVersions: current,
+				Attributes: r.pods[i], Permission: 0o644, CurrentVersions: current,
 			})
 			if err != nil {
 				tb.Error(err)
@@ -248,10 +262,10 @@ func TestMount100PodsCostsFewRequests(t *testing.T) {
 		// results of every pod, to check each one got the new value
 		results []*server.MountResult
 	)
-	for range benchPods {
+	for i := range benchPods {
 		wg.Go(func() {
 			res, err := p.Mount(t.Context(), &server.MountRequest{
-				Attributes: rig.attrs, Permission: 0o644, CurrentVersions: versionsOf(first),
+				Attributes: rig.pods[i], Permission: 0o644, CurrentVersions: versionsOf(first),
 			})
 			if err != nil {
 				t.Error(err)
@@ -281,5 +295,8 @@ func TestMount100PodsCostsFewRequests(t *testing.T) {
 	}
 	if len(results) != benchPods {
 		t.Errorf("%d pods mounted, want %d", len(results), benchPods)
+	}
+	if got := rig.issuer.Reads(); got != 2 {
+		t.Errorf("200 proven mounts read the issuer %d times, want 2 (discovery and keys, once)", got)
 	}
 }

@@ -7,9 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/keymount/keymount/internal/satoken/satokentest"
 )
 
 // fakeAWS is an in-process AWS on 127.0.0.1 for a cold start: STS
@@ -21,8 +24,11 @@ type fakeAWS struct {
 	url string
 
 	sts, smBatch, smGet atomic.Int64
-	stsInFlight         atomic.Int64
-	stsPeak             atomic.Int64
+	// signers counts the store requests by the access key that signed them.
+	signersMu   sync.Mutex
+	signers     map[string]int
+	stsInFlight atomic.Int64
+	stsPeak     atomic.Int64
 
 	// stsBarrier, when set, holds each STS request until that many are in
 	// flight together (or the deadline passes, which fails the request):
@@ -34,7 +40,7 @@ type fakeAWS struct {
 
 func newFakeAWS(tb testing.TB) *fakeAWS {
 	tb.Helper()
-	f := &fakeAWS{barrier: make(chan struct{})}
+	f := &fakeAWS{barrier: make(chan struct{}), signers: map[string]int{}}
 	srv := httptest.NewServer(http.HandlerFunc(f.serve))
 	tb.Cleanup(srv.Close)
 	f.url = srv.URL
@@ -51,6 +57,7 @@ func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
 		SecretID     string   `json:"SecretId"`
 	}
 	_ = json.NewDecoder(r.Body).Decode(&in)
+	f.countSigner(r)
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	switch r.Header.Get("X-Amz-Target") {
 	case "secretsmanager.BatchGetSecretValue":
@@ -67,6 +74,23 @@ func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		_ = json.NewEncoder(w).Encode(map[string]any{"__type": "UnknownOperationException"})
 	}
+}
+
+// countSigner counts a store request under the access key ID of its
+// SigV4 Authorization header.
+func (f *fakeAWS) countSigner(r *http.Request) {
+	_, cred, _ := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	key, _, _ := strings.Cut(cred, "/")
+	f.signersMu.Lock()
+	defer f.signersMu.Unlock()
+	f.signers[key]++
+}
+
+// signedBy is how many store requests key signed.
+func (f *fakeAWS) signedBy(key string) int {
+	f.signersMu.Lock()
+	defer f.signersMu.Unlock()
+	return f.signers[key]
 }
 
 func coldSecret(name string) map[string]any {
@@ -137,16 +161,20 @@ func (f *fakeAWS) waitBarrier(inFlight int64) bool {
 	}
 }
 
-// fakeKube is an API server on 127.0.0.1 that serves ServiceAccount GETs:
-// every service account exists, annotated with the role "role-<name>".
+// fakeKube is an API server on 127.0.0.1 that serves ServiceAccount GETs
+// (every service account exists, annotated with the role "role-<name>")
+// and, from its issuer, the service account issuer's discovery, keys and
+// TokenReviews. reads counts the ServiceAccount GETs, requests everything.
 type fakeKube struct {
-	url   string
-	reads atomic.Int64
+	url      string
+	issuer   *satokentest.Issuer
+	reads    atomic.Int64
+	requests atomic.Int64
 }
 
 func newFakeKube(tb testing.TB) *fakeKube {
 	tb.Helper()
-	k := &fakeKube{}
+	k := &fakeKube{issuer: satokentest.New(tb, "https://kubernetes.default.svc.cluster.local")}
 	srv := httptest.NewServer(http.HandlerFunc(k.serve))
 	tb.Cleanup(srv.Close)
 	k.url = srv.URL
@@ -154,6 +182,11 @@ func newFakeKube(tb testing.TB) *fakeKube {
 }
 
 func (k *fakeKube) serve(w http.ResponseWriter, r *http.Request) {
+	k.requests.Add(1)
+	if satokentest.Handles(r) {
+		k.issuer.ServeHTTP(w, r)
+		return
+	}
 	// /api/v1/namespaces/<ns>/serviceaccounts/<name>
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	if r.Method != http.MethodGet || len(parts) != 6 || parts[2] != "namespaces" || parts[4] != "serviceaccounts" {

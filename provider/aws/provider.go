@@ -20,7 +20,9 @@ type Regions interface {
 }
 
 // Identities turns a mount's tokens into AWS credentials.
-// *identity.Resolver implements it.
+// *identity.Resolver implements it. Its caller has proven the namespace,
+// service account and (for EKS Pod Identity) pod of the spec it passes:
+// its caches and shared exchanges are keyed by them.
 type Identities interface {
 	For(ctx context.Context, s *spec.Spec) (*identity.Identity, error)
 	// Forget drops the cached credentials of an identity AWS refused.
@@ -35,6 +37,7 @@ type Fetcher interface {
 // Provider serves AWS objects behind the provider kit.
 type Provider struct {
 	regions    Regions
+	tokens     Verifier
 	identities Identities
 	store      Fetcher
 }
@@ -42,20 +45,25 @@ type Provider struct {
 var _ server.Provider = (*Provider)(nil)
 
 // New returns the AWS provider. regions tells the region of a class
-// without a region parameter.
-func New(regions Regions, ids Identities, st Fetcher) (*Provider, error) {
-	if regions == nil || ids == nil || st == nil {
-		return nil, errors.New("aws provider needs a region source, an identity resolver and a store")
+// without a region parameter; tokens proves each mount's identity.
+func New(regions Regions, tokens Verifier, ids Identities, st Fetcher) (*Provider, error) {
+	if regions == nil || tokens == nil || ids == nil || st == nil {
+		return nil, errors.New("aws provider needs a region source, a token verifier, an identity resolver and a store")
 	}
-	return &Provider{regions: regions, identities: ids, store: st}, nil
+	return &Provider{regions: regions, tokens: tokens, identities: ids, store: st}, nil
 }
 
-// Mount parses the class's parameters once, gets credentials for the pod's
-// identity and fetches every object.
+// Mount parses the class's parameters once, proves the pod's identity with
+// its token, gets credentials for that identity and fetches every object.
+// A caller whose token proves nothing is refused before any cache, API
+// read or store call.
 func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server.MountResult, error) {
 	s, err := spec.Parse(req.Attributes, req.Permission)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
+	}
+	if err := p.prove(ctx, s); err != nil {
+		return nil, err
 	}
 	if s.Region == "" {
 		region, err := p.regions.DefaultRegion(ctx, s.Namespace, s.PodName)

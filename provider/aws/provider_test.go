@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/keymount/keymount/internal/satoken"
+	"github.com/keymount/keymount/internal/satoken/satokentest"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
 	"github.com/keymount/keymount/provider/aws/internal/motoserver"
@@ -44,6 +46,23 @@ func (s *staticIdentity) For(context.Context, *spec.Spec) (*identity.Identity, e
 
 func (s *staticIdentity) Forget(key string) { s.forgot = append(s.forgot, key) }
 
+// newVerifier returns a token verifier of a test issuer, and the issuer.
+func newVerifier(t testing.TB) (*satoken.Verifier, *satokentest.Issuer) {
+	t.Helper()
+	iss := satokentest.New(t, "https://kubernetes.default.svc.cluster.local")
+	v, err := satoken.New(satoken.Config{}, iss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, iss
+}
+
+// shopWeb adds pod shop/web of service account app, and its token, to attrs.
+func shopWeb(t testing.TB, iss *satokentest.Issuer, attrs map[string]string) map[string]string {
+	t.Helper()
+	return podAttrs(t, iss, attrs, "shop", "app", "web", "uid-web")
+}
+
 func seed(t *testing.T, endpoint string) {
 	t.Helper()
 	cfg := awssdk.Config{Region: region, Credentials: motoserver.Credentials(), BaseEndpoint: awssdk.String(endpoint)}
@@ -64,7 +83,8 @@ func TestMountAgainstMoto(t *testing.T) {
 	endpoint := motoserver.Start(t)
 	seed(t, endpoint)
 	ids := &staticIdentity{}
-	p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, nil), ids, store.New(store.Config{Endpoint: endpoint}))
+	tokens, iss := newVerifier(t)
+	p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, nil), tokens, ids, store.New(store.Config{Endpoint: endpoint}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +98,7 @@ func TestMountAgainstMoto(t *testing.T) {
   objectType: "ssmparameter"
 `
 	res, err := p.Mount(t.Context(), &server.MountRequest{
-		Attributes: map[string]string{"objects": objects, "csi.storage.k8s.io/pod.namespace": "shop"},
+		Attributes: shopWeb(t, iss, map[string]string{"objects": objects}),
 		Permission: 0o644,
 	})
 	if err != nil {
@@ -110,7 +130,8 @@ const missingARN = "arn:aws:secretsmanager:" + region + ":123456789012:secret:mi
 // is named as the class names it, with the region asked.
 func TestMountErrors(t *testing.T) {
 	endpoint := motoserver.Start(t)
-	p, err := aws.New(noderegion.New(noderegion.Config{}, nil), &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
+	tokens, iss := newVerifier(t)
+	p, err := aws.New(noderegion.New(noderegion.Config{}, nil), tokens, &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +152,7 @@ func TestMountErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := p.Mount(t.Context(), &server.MountRequest{Attributes: tc.attrs, Permission: 0o644})
+			_, err := p.Mount(t.Context(), &server.MountRequest{Attributes: shopWeb(t, iss, tc.attrs), Permission: 0o644})
 			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %v mentioning %q", err, tc.is, tc.want)
 			}
@@ -157,14 +178,14 @@ func TestMountRegionFromNode(t *testing.T) {
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{noderegion.Label: region}}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: corev1.PodSpec{NodeName: "n1"}},
 	)
-	p, err := aws.New(noderegion.New(noderegion.Config{}, kubeclienttest.Wrap(kube)), &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
+	tokens, iss := newVerifier(t)
+	p, err := aws.New(noderegion.New(noderegion.Config{}, kubeclienttest.Wrap(kube)), tokens, &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	attrs := map[string]string{
-		"objects":                          "- {objectName: app/db, objectType: secretsmanager, jmesPath: [{path: password, objectAlias: db/password}]}",
-		"csi.storage.k8s.io/pod.namespace": "shop", "csi.storage.k8s.io/pod.name": "web",
-	}
+	attrs := shopWeb(t, iss, map[string]string{
+		"objects": "- {objectName: app/db, objectType: secretsmanager, jmesPath: [{path: password, objectAlias: db/password}]}",
+	})
 	res, err := p.Mount(t.Context(), &server.MountRequest{Attributes: attrs, Permission: 0o644})
 	if err != nil {
 		t.Fatal(err)
@@ -207,13 +228,14 @@ func TestMountForgetsRejectedCredentials(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			ids := &staticIdentity{}
-			p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, nil), ids,
+			tokens, iss := newVerifier(t)
+			p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, nil), tokens, ids,
 				store.New(store.Config{Endpoint: srv.URL, MaxBackoff: time.Millisecond}))
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, err = p.Mount(t.Context(), &server.MountRequest{
-				Attributes: map[string]string{"objects": "- {objectName: app/db, objectType: secretsmanager}"}, Permission: 0o644})
+				Attributes: shopWeb(t, iss, map[string]string{"objects": "- {objectName: app/db, objectType: secretsmanager}"}), Permission: 0o644})
 			if err == nil {
 				t.Fatal("Mount succeeded against a refusing store")
 			}

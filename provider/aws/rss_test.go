@@ -51,7 +51,7 @@ func BenchmarkIdleRSS1000Mounts(b *testing.B) {
 	var idle, peak, heap float64
 	for b.Loop() {
 		p := startProvider(b, bin, rig)
-		mountMany(b, p.socket, rssMounts)
+		mountMany(b, rig, p.socket, rssMounts)
 		heap = p.heapInuseMiB(b)
 		idle = float64(p.idleRSS(b)) / (1 << 20)
 		p.logMemory(b)
@@ -177,7 +177,7 @@ func dialProvider(socket string) (*grpc.ClientConn, error) {
 }
 
 // mountMany makes n mounts of distinct identities, rssParallel at once.
-func mountMany(tb testing.TB, socket string, n int) {
+func mountMany(tb testing.TB, rig *coldRig, socket string, n int) {
 	tb.Helper()
 	conn, err := dialProvider(socket)
 	if err != nil {
@@ -190,7 +190,7 @@ func mountMany(tb testing.TB, socket string, n int) {
 	for range rssParallel {
 		wg.Go(func() {
 			for i := range next {
-				attrs, _ := json.Marshal(coldMount(0, i).Attributes)
+				attrs, _ := json.Marshal(rig.coldMount(tb, 0, i).Attributes)
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				resp, err := client.Mount(ctx, &v1alpha1.MountRequest{
 					Attributes: string(attrs), Secrets: "{}", Permission: "420",

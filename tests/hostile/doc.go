@@ -17,6 +17,13 @@
 // target path must never lead the driver to unmount or remove anything but
 // its own volume).
 //
+// TestAWSProviderProvesEveryToken attacks the real keymount-provider-aws
+// over its socket, against moto_server and a real kube-apiserver: after a
+// legitimate mount warmed every cache, each bad service account token
+// (garbage, expired, not yet valid, wrong audience, other service account,
+// other pod, foreign issuer, alg none, none at all) is refused and costs no
+// AWS request.
+//
 // The crash test builds cmd/keymount-driver and SIGKILLs it during 200
 // changing republishes; the concurrency test sends 200 publishes and
 // unpublishes at once.

@@ -3,6 +3,7 @@
 package aws_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -69,7 +70,10 @@ func TestNodeRegion(t *testing.T) {
 	}
 	var got []string
 	for _, r := range role.Rules {
-		if !slices.Equal(r.APIGroups, []string{""}) || !slices.Equal(r.Verbs, []string{"get"}) {
+		if !slices.Equal(r.APIGroups, []string{""}) {
+			continue // TestTokenProofRBAC
+		}
+		if !slices.Equal(r.Verbs, []string{"get"}) {
 			t.Errorf("rule %+v: want get in the core group only", r)
 		}
 		got = append(got, r.Resources...)
@@ -77,6 +81,35 @@ func TestNodeRegion(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"nodes", "pods", "serviceaccounts"}; !slices.Equal(got, want) {
 		t.Errorf("resources %v, want %v", got, want)
+	}
+}
+
+// TestTokenProofRBAC: the provider may read the service account issuer's
+// discovery document and keys and create TokenReviews (to prove each
+// mount's token), and nothing else outside the core group's reads.
+func TestTokenProofRBAC(t *testing.T) {
+	_, role := render(t)
+	var urls, reviews, other []string
+	for _, r := range role.Rules {
+		switch {
+		case len(r.NonResourceURLs) > 0 && slices.Equal(r.Verbs, []string{"get"}):
+			urls = append(urls, r.NonResourceURLs...)
+		case slices.Equal(r.APIGroups, []string{"authentication.k8s.io"}) && slices.Equal(r.Verbs, []string{"create"}):
+			reviews = append(reviews, r.Resources...)
+		case slices.Equal(r.APIGroups, []string{""}):
+		default:
+			other = append(other, fmt.Sprintf("%+v", r))
+		}
+	}
+	slices.Sort(urls)
+	if want := []string{"/.well-known/openid-configuration", "/openid/v1/jwks"}; !slices.Equal(urls, want) {
+		t.Errorf("non-resource URLs %v, want %v", urls, want)
+	}
+	if !slices.Equal(reviews, []string{"tokenreviews"}) {
+		t.Errorf("authentication.k8s.io create on %v, want tokenreviews", reviews)
+	}
+	if len(other) > 0 {
+		t.Errorf("other rules: %v", other)
 	}
 }
 

@@ -9,6 +9,11 @@
 //   - EKS Pod Identity (usePodIdentity): the token for audience
 //     pods.eks.amazonaws.com is sent to the node's Pod Identity agent.
 //
+// A Resolver trusts the namespace, service account and pod of the spec it
+// is given: the provider proves them with the token (internal/satoken)
+// before it asks, so the caches and shared exchanges below, keyed by them,
+// only ever serve a proven identity.
+//
 // A Resolver caches the credentials of each identity until shortly before
 // they expire and collapses concurrent requests for the same identity, so a
 // node makes one exchange per identity per credential lifetime, not one per

@@ -2,9 +2,11 @@ package kubeclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -127,4 +129,35 @@ func (c *Client) get(ctx context.Context, namespace, resource, name string, into
 	}
 	return req.Resource(resource).Name(name).
 		VersionedParams(&metav1.GetOptions{}, metav1.ParameterCodec).Do(ctx).Into(into)
+}
+
+// tokenReviewsPath is where TokenReviews are created.
+const tokenReviewsPath = "/apis/authentication.k8s.io/v1/tokenreviews"
+
+// GetRaw GETs path (the service account issuer's discovery document and
+// keys) and returns the body; its errors are client-go's (apierrors).
+func (c *Client) GetRaw(ctx context.Context, path string) ([]byte, error) {
+	return c.rest.Get().AbsPath(path).DoRaw(ctx)
+}
+
+// ReviewToken creates a TokenReview of token for audiences and returns
+// its status. The token is sent in the request body only: errors never
+// carry it.
+func (c *Client) ReviewToken(ctx context.Context, token string, audiences []string) (*authenticationv1.TokenReviewStatus, error) {
+	body, err := json.Marshal(&authenticationv1.TokenReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: authenticationv1.SchemeGroupVersion.String(), Kind: "TokenReview"},
+		Spec:     authenticationv1.TokenReviewSpec{Token: token, Audiences: audiences},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding a TokenReview: %w", err)
+	}
+	raw, err := c.rest.Post().AbsPath(tokenReviewsPath).SetHeader("Content-Type", "application/json").Body(body).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("creating a TokenReview: %w", err)
+	}
+	var review authenticationv1.TokenReview
+	if err := json.Unmarshal(raw, &review); err != nil {
+		return nil, fmt.Errorf("decoding the TokenReview answer: %w", err)
+	}
+	return &review.Status, nil
 }
