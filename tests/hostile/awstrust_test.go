@@ -259,11 +259,10 @@ func startCountingMoto(t *testing.T) *countingMoto {
 	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, motoURL+"/moto-api/", http.NoBody)
 		resp, err := httpc.Do(req)
-		if err != nil {
-			return false, nil
+		if err == nil {
+			_ = resp.Body.Close()
 		}
-		_ = resp.Body.Close()
-		return true, nil
+		return err == nil, nil // not answering yet: poll again
 	}); err != nil {
 		t.Fatalf("moto_server did not answer: %v", err)
 	}
