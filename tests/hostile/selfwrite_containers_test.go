@@ -193,8 +193,12 @@ func TestSelfWritingProviderWhileContainersStart(t *testing.T) {
 		p.inCalls.Add(1)
 		if first {
 			return harness.InContainer(target, func(target string) error {
-				if m, err := harness.MountAt(target); err != nil || m != nil {
-					return fmt.Errorf("something is mounted at the target during the first publish: %+v (%v)", m, err)
+				m, err := harness.MountAt(target)
+				switch {
+				case err != nil:
+					return fmt.Errorf("read the mount table: %w", err)
+				case m != nil:
+					return fmt.Errorf("something is mounted at the target during the first publish: %+v", m)
 				}
 				return nil
 			})
