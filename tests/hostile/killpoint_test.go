@@ -25,7 +25,8 @@ import (
 
 // providerCall is the kill point inside the provider call: the test's
 // provider kills the driver while it waits for the answer (with a
-// provider that writes its own files, while its stage is on the target).
+// provider that may write its own files, while its stage is mounted beside
+// the target).
 const providerCall = "provider.call"
 
 // The steps of each phase, in the order the driver runs them; each name
@@ -114,12 +115,8 @@ func (k *killNode) killAt(t *testing.T, point, target string, call func() error)
 // before any restart: nothing, or a generation holding one complete
 // version whose every name is linked and resolves. Only a name of the
 // other version may dangle until the driver is back.
-//
-// A first publish stages every provider call on the target today (the
-// provider may write its own files), so a kill in that call leaves the
-// driver's empty stage there until the restart removes it; no container of
-// the pod exists yet. Moving the stage off the target is issue 18 point 4
-// (another branch); this check then holds without the exception.
+// A provider's stage is never mounted at the target (it is beside it), so
+// a stage found there fails the check.
 func assertCompleteAtCrash(t *testing.T, target, stageSource string) {
 	t.Helper()
 	m, err := harness.MountAt(target)
@@ -127,8 +124,7 @@ func assertCompleteAtCrash(t *testing.T, target, stageSource string) {
 		return
 	}
 	if m.Source == stageSource {
-		t.Logf("the driver's provider stage is on the target at the crash")
-		return
+		t.Fatalf("the driver's provider stage is on the target at the crash")
 	}
 	if _, err := os.Lstat(filepath.Join(target, dataLink)); errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the target is mounted and has no %s", dataLink)
