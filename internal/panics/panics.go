@@ -36,7 +36,7 @@ func init() {
 // Collector is the counter of recovered panics, for a metrics registry.
 func Collector() prometheus.Collector { return recovered }
 
-// Recover, deferred, recovers a panic of the goroutine, reports it
+// Recover recovers (deferred) a panic of the goroutine, reports it
 // (Report) and lets the deferring function return normally with its
 // named results as they stand. what says what was running, for the log.
 func Recover(handler, what string) {
@@ -45,7 +45,7 @@ func Recover(handler, what string) {
 	}
 }
 
-// RecoverAs, deferred, recovers a panic as Recover does and sets *err to
+// RecoverAs recovers (deferred) a panic as Recover does and sets *err to
 // an error naming what panicked, so that the caller treats it as a
 // failure (and retries it as one).
 func RecoverAs(handler, what string, err *error) {

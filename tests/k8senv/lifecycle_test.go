@@ -206,7 +206,7 @@ func (w watchedProc) exited(ctx context.Context) error {
 		if deadline, ok := ctx.Deadline(); ok {
 			ms = max(int(time.Until(deadline).Milliseconds()), 0)
 		}
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}, ms) //nolint:gosec // G115: a file descriptor fits in int32
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}, ms)
 		switch {
 		case errors.Is(err, unix.EINTR):
 		case err != nil:
