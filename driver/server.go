@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -150,13 +151,14 @@ func (d *Driver) Serve(ctx context.Context, l net.Listener) error {
 	d.base.Store(&ctx)
 	errCh := make(chan error, 1)
 	go func() { errCh <- srv.Serve(l) }()
+	// The background jobs end with Serve: none of them outlives it (a
+	// caller that serves again, or changes the logger, races nothing).
 	reportCtx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
-	reported := make(chan struct{})
-	go func() { d.reporter.run(reportCtx); close(reported) }()
-	defer func() { stopReports(); <-reported }()
-	go d.idle.run(reportCtx)
-	go d.health.run(reportCtx)
-	go d.sweepHeld(reportCtx)
+	var background sync.WaitGroup
+	for _, job := range []func(context.Context){d.reporter.run, d.idle.run, d.health.run, d.sweepHeld} {
+		background.Go(func() { job(reportCtx) })
+	}
+	defer func() { stopReports(); background.Wait() }()
 	d.serving.Store(true)
 	klog.InfoS("serving CSI", "driver", d.cfg.DriverName, "endpoint", l.Addr().String(), "node", d.cfg.NodeID)
 	select {
