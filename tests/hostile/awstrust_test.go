@@ -2,7 +2,7 @@ package hostile_test
 
 import (
 	"context"
-	"crypto/rsa"
+	"crypto"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -179,14 +179,17 @@ func signerOf(t *testing.T, env *k8senv.Env, token string) *satokentest.Issuer {
 	if block == nil {
 		t.Fatal("sa-signer.key: no PEM block")
 	}
-	var key *rsa.PrivateKey
+	// envtest writes an ECDSA key; a cluster's may be RSA.
+	var key crypto.Signer
 	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
 		key = k
+	} else if k, err := x509.ParseECPrivateKey(block.Bytes); err == nil {
+		key = k
 	} else if k, err := x509.ParsePKCS8PrivateKey(block.Bytes); err == nil {
-		key, _ = k.(*rsa.PrivateKey)
+		key, _ = k.(crypto.Signer)
 	}
 	if key == nil {
-		t.Fatal("sa-signer.key: not an RSA key")
+		t.Fatal("sa-signer.key: not an RSA or ECDSA private key")
 	}
 	parts := strings.Split(token, ".")
 	var header struct {

@@ -8,6 +8,7 @@ package satokentest
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -30,7 +31,7 @@ type Issuer struct {
 	// URL is the issuer (the iss claim and discovery's issuer).
 	URL   string
 	KeyID string
-	key   *rsa.PrivateKey
+	key   crypto.Signer // *rsa.PrivateKey or *ecdsa.PrivateKey
 
 	// DiscoveryDown, when set, fails discovery and JWKS reads (a cluster
 	// where discovery is disabled or forbidden).
@@ -59,8 +60,24 @@ func New(tb testing.TB, url string) *Issuer {
 // WithKey returns an issuer named url that signs with key under key ID
 // kid: a real cluster's signing key, to sign tokens its TokenRequest API
 // will not mint (expired, not yet valid).
-func WithKey(url, kid string, key *rsa.PrivateKey) *Issuer {
+func WithKey(url, kid string, key crypto.Signer) *Issuer {
 	return &Issuer{URL: url, KeyID: kid, key: key}
+}
+
+// alg is the JWS algorithm of the issuer's key, as kube-apiserver picks
+// it: RS256 for RSA, ES256/384/512 by the curve of an ECDSA key.
+func (i *Issuer) alg() jose.SignatureAlgorithm {
+	if k, ok := i.key.(*ecdsa.PrivateKey); ok {
+		switch k.Curve.Params().BitSize {
+		case 384:
+			return jose.ES384
+		case 521:
+			return jose.ES512
+		default:
+			return jose.ES256
+		}
+	}
+	return jose.RS256
 }
 
 // Token is what a token says. Zero times default to now (iat, nbf) and
@@ -126,7 +143,7 @@ func (i *Issuer) SignClaims(tb testing.TB, claims any) string {
 // forgery when kid is another issuer's).
 func (i *Issuer) SignAs(tb testing.TB, kid string, claims any) string {
 	tb.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: i.key},
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: i.alg(), Key: i.key},
 		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
 	if err != nil {
 		tb.Fatal(err)
@@ -149,7 +166,13 @@ func (i *Issuer) Unsigned(tb testing.TB, claims any) string {
 // secret (the algorithm confusion attack), naming the issuer's key ID.
 func (i *Issuer) HMAC(tb testing.TB, claims any) string {
 	tb.Helper()
-	der := x509.MarshalPKCS1PublicKey(&i.key.PublicKey)
+	der, err := x509.MarshalPKIXPublicKey(i.key.Public())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if k, ok := i.key.(*rsa.PrivateKey); ok {
+		der = x509.MarshalPKCS1PublicKey(&k.PublicKey)
+	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: der},
 		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", i.KeyID))
 	if err != nil {
@@ -183,7 +206,7 @@ func (i *Issuer) Discovery() []byte {
 		"issuer": i.URL, "jwks_uri": i.URL + "/openid/v1/jwks",
 		"response_types_supported":              []string{"id_token"},
 		"subject_types_supported":               []string{"public"},
-		"id_token_signing_alg_values_supported": []string{"RS256"},
+		"id_token_signing_alg_values_supported": []string{string(i.alg())},
 	})
 	return b
 }
@@ -191,7 +214,7 @@ func (i *Issuer) Discovery() []byte {
 // JWKS is the issuer's public key set.
 func (i *Issuer) JWKS() []byte {
 	b, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{
-		Key: i.key.Public(), KeyID: i.KeyID, Algorithm: string(jose.RS256), Use: "sig",
+		Key: i.key.Public(), KeyID: i.KeyID, Algorithm: string(i.alg()), Use: "sig",
 	}}})
 	return b
 }
@@ -228,7 +251,7 @@ func (i *Issuer) ReviewToken(_ context.Context, token string, audiences []string
 // Review checks token's signature, issuer, expiry and audiences.
 func (i *Issuer) Review(token string, audiences []string) *authenticationv1.TokenReviewStatus {
 	refuse := &authenticationv1.TokenReviewStatus{Error: "[invalid bearer token, token lookup failed]"}
-	t, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256})
+	t, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{i.alg()})
 	if err != nil {
 		return refuse
 	}
