@@ -67,10 +67,16 @@ func TestAWSProviderInRealPod(t *testing.T) {
 		t.Fatalf("moto: CreateSecret: %v", err)
 	}
 
-	// The provider reads service accounts (their role annotation) only.
+	// The provider reads service accounts (their role annotation) and proves
+	// every token: the issuer's discovery and keys, TokenReview as fallback
+	// (deploy/providers/aws/rbac.yaml).
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: awsProviderUser},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get"}}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get"}},
+			{NonResourceURLs: []string{"/.well-known/openid-configuration", "/openid/v1/jwks"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		},
 	}
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: awsProviderUser},
