@@ -127,14 +127,25 @@ func answered(ctx context.Context, provider string, timeout time.Duration, err e
 	return fmt.Errorf("provider %q does not answer Version: %w", provider, err)
 }
 
-// run checks at once, then every interval until ctx ends.
+// unhealthyRecheck is how soon a round follows one that found a provider
+// of a mounted volume unhealthy (at most interval): a provider restarting
+// beside the driver, as in a rolling update of both, makes the driver
+// not ready for seconds, not for a whole interval.
+const unhealthyRecheck = 5 * time.Second
+
+// run checks at once, then every interval until ctx ends; while a provider
+// of a mounted volume is unhealthy, every unhealthyRecheck.
 func (h *providerHealth) run(ctx context.Context) {
-	t := time.NewTicker(h.interval)
-	defer t.Stop()
 	for {
 		h.check(ctx)
+		wait := h.interval
+		if h.notReady() != nil {
+			wait = min(wait, unhealthyRecheck)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}

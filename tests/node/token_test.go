@@ -8,9 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
@@ -113,6 +116,22 @@ func checkProviderGetsBoundToken(t *testing.T, n *nodeenv.Node, ns string) {
 		t.Fatal(err)
 	}
 	pod := createPod(t, n, ns, "bound", "review", "show", "-follow", mountPath+"/review")
+	// The pod goes before its provider (cleanups run last first): a
+	// mounted volume whose provider is gone keeps the driver not ready.
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(t.Context()) // t's context ends before its cleanups
+		if err := n.Kube.CoreV1().Pods(ns).Delete(ctx, "bound", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting pod bound: %v", err)
+			return
+		}
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
+			_, err := n.Kube.CoreV1().Pods(ns).Get(ctx, "bound", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Errorf("waiting until pod bound is gone: %v", err)
+		}
+	})
 	n.WaitPod(t, ns, "bound", "Running", nodeenv.Running)
 	want := fmt.Sprintf("authenticated=true user=system:serviceaccount:%s:default audiences=%s pod=true", ns, tokenAudience)
 	n.WaitLog(t, pod, "probe", "the provider's token review", hasContent("review", want))
