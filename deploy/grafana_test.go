@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/internal/metrics"
+	"github.com/keymount/keymount/rotation"
 )
 
 // dashboard is the part of a Grafana dashboard the test reads.
@@ -118,7 +118,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.NodeUnpublish(nil, time.Millisecond)
 	m.NodeUnpublish(failed, time.Millisecond)
 	m.ProviderCall("p", codes.OK, time.Millisecond)
-	m.RefreshDecision(driver.DecisionDue)
+	m.RefreshDecision(rotation.DecisionDue)
 	m.RotationReconcile("p", true, "", time.Second)
 	m.RotationReconcile("p", false, "provider_error", time.Second)
 	m.SecretWritten()

@@ -18,7 +18,7 @@ const (
 	restartRole         = "keymount-restart-on-change"
 )
 
-// restartRules are the rules a restart on change needs (rotation/restart):
+// restartRules are the rules a restart on change needs (cluster/restart):
 // a ReplicaSet (its selector and owner) to find its Deployment, get and patch of the
 // workload, and events on it.
 var restartRules = []rbacv1.PolicyRule{

@@ -121,12 +121,10 @@ func TestAdoptUpstreamVolume(t *testing.T) {
 
 // upstreamStatus is a Cluster whose API server holds the upstream
 // driver's pod status saying the volume is mounted at mountedAt.
-type upstreamStatus struct{ mountedAt string }
-
-func (upstreamStatus) Notify(*Outcome)                                      {}
-func (upstreamStatus) AfterPublish(context.Context, *Outcome) error         { return nil }
-func (upstreamStatus) AfterUnpublish(context.Context, *volume.Record) error { return nil }
-func (upstreamStatus) Synced() bool                                         { return true }
+type upstreamStatus struct {
+	NoCluster
+	mountedAt string
+}
 
 func (u upstreamStatus) UpstreamMounted(_ context.Context, _, _, _, targetPath string) (bool, error) {
 	return targetPath == u.mountedAt, nil

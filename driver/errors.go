@@ -13,11 +13,11 @@ import (
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/keymount/keymount/driver/atomicwrite"
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/providerclient"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/atomicwrite"
 )
 
 var (

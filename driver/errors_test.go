@@ -14,10 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/keymount/keymount/driver/atomicwrite"
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/providerclient"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/atomicwrite"
 )
 
 func TestToStatus(t *testing.T) {

@@ -4,17 +4,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-
-	"github.com/keymount/keymount/rotation"
-)
-
-// Refresh decisions, as Metrics.RefreshDecision counts them.
-const (
-	DecisionNotDue          = rotation.DecisionNotDue
-	DecisionDue             = rotation.DecisionDue
-	DecisionTriggered       = rotation.DecisionTriggered
-	DecisionSkippedByPolicy = rotation.DecisionSkippedByPolicy
-	DecisionBackoff         = rotation.DecisionBackoff
 )
 
 // Metrics hears what the driver does, for its metrics endpoint. Every
@@ -29,7 +18,7 @@ type Metrics interface {
 	// ProviderCall is one Mount call to a provider, with its gRPC code.
 	ProviderCall(provider string, code codes.Code, took time.Duration)
 	// RefreshDecision is one decision about a mounted volume (a republish
-	// or a trigger): one of the Decision constants.
+	// or a trigger): one of package rotation's Decision constants.
 	RefreshDecision(decision string)
 	// RotationReconcile is one refresh of a mounted volume (upstream's
 	// rotation_reconcile_*): rotated says the files changed; errType is ""

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/panics"
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/rotation"
@@ -42,12 +41,12 @@ func (p panickyPolicy) Current(string, string, string) (rotation.Triggers, []err
 
 // panickyCluster records writes, panicking in AfterPublish when armed.
 type panickyCluster struct {
+	NoCluster
 	a  *armed
 	mu sync.Mutex
 	n  int // AfterPublish calls that returned
 }
 
-func (c *panickyCluster) Notify(*Outcome) {}
 func (c *panickyCluster) AfterPublish(context.Context, *Outcome) error {
 	c.a.fire("reporter")
 	c.mu.Lock()
@@ -55,8 +54,6 @@ func (c *panickyCluster) AfterPublish(context.Context, *Outcome) error {
 	c.mu.Unlock()
 	return nil
 }
-func (c *panickyCluster) AfterUnpublish(context.Context, *volume.Record) error { return nil }
-func (c *panickyCluster) Synced() bool                                         { return true }
 
 func (c *panickyCluster) written() int {
 	c.mu.Lock()

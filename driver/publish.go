@@ -12,9 +12,9 @@ import (
 	"k8s.io/klog/v2"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
-	"github.com/keymount/keymount/driver/atomicwrite"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/atomicwrite"
 	"github.com/keymount/keymount/internal/killpoint"
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/rotation"
@@ -202,11 +202,10 @@ func (d *Driver) adoptable(ctx context.Context, p *publishRequest) (*volume.Adop
 	if err != nil || a == nil || a.UpstreamLayout {
 		return a, err
 	}
-	uc, ok := d.deps.Cluster.(UpstreamChecker)
-	if !ok {
+	if d.deps.Cluster == nil {
 		return nil, nil
 	}
-	mounted, err := uc.UpstreamMounted(ctx, p.podNamespace, p.podName, p.className, p.targetPath)
+	mounted, err := d.deps.Cluster.UpstreamMounted(ctx, p.podNamespace, p.podName, p.className, p.targetPath)
 	if err != nil || !mounted {
 		return nil, err
 	}

@@ -52,13 +52,13 @@ func newReporter(c Cluster, timeout time.Duration) *reporter {
 }
 
 // syncMissing syncs, on a successful first publish, the Secrets of its
-// class that do not exist yet, before kubelet hears back (FirstSyncer).
+// class that do not exist yet, before kubelet hears back
+// (Cluster.SyncMissing).
 func (r *reporter) syncMissing(ctx context.Context, o *Outcome) {
-	fs, ok := r.cluster.(FirstSyncer)
-	if !ok || !o.First || o.Err != nil {
+	if r.cluster == nil || !o.First || o.Err != nil {
 		return
 	}
-	fs.SyncMissing(ctx, o)
+	r.cluster.SyncMissing(ctx, o)
 }
 
 // published queues a publish outcome and records its events at once.

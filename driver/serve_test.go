@@ -168,6 +168,7 @@ func TestSecondInstanceKeepsLiveSocket(t *testing.T) {
 // stuckCluster is an API server that never answers until released, and
 // reports its caches unsynced until told.
 type stuckCluster struct {
+	NoCluster
 	release  chan struct{}
 	synced   atomic.Bool
 	mu       sync.Mutex
@@ -179,8 +180,7 @@ type stuckCluster struct {
 
 func newStuckCluster() *stuckCluster { return &stuckCluster{release: make(chan struct{})} }
 
-func (c *stuckCluster) Notify(*Outcome) {}
-func (c *stuckCluster) Synced() bool    { return c.synced.Load() }
+func (c *stuckCluster) Synced() bool { return c.synced.Load() }
 
 func (c *stuckCluster) AfterPublish(ctx context.Context, o *Outcome) error {
 	c.attempts.Add(1)

@@ -20,15 +20,16 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/keymount/keymount/cluster"
+	"github.com/keymount/keymount/cluster/secretsync"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/driver/cluster"
 	"github.com/keymount/keymount/driver/providerclient"
 	"github.com/keymount/keymount/driver/registration"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/internal/logredact"
+	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/rotation"
-	"github.com/keymount/keymount/rotation/secretsync"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -168,7 +169,7 @@ func run(ctx context.Context, cfg *config) error {
 	decider := &rotation.Decider{Node: cfg.rotation, Backoff: cfg.backoff}
 	deps := driver.Deps{Providers: providers, Volumes: volumes, Refresh: decider}
 	m := newMetrics(cfg, &deps)
-	dc, err := connect(ctx, cfg, &deps)
+	dc, err := connect(ctx, cfg, &deps, m)
 	if err != nil {
 		return err
 	}
@@ -178,7 +179,7 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	if dc != nil {
 		decider.Source = dc
-		dc.handleTriggers(d, cfg.rotation)
+		dc.HandleTriggers(d, cfg.rotation)
 	}
 	stopPprof, err := cfg.upstream.servePprof(ctx)
 	if err != nil {
@@ -271,7 +272,7 @@ func restConfig(cfg *config) (*rest.Config, error) {
 // connect picks where classes come from and whether the driver reports to an
 // API server: a kubeconfig or an in-cluster config means a cluster; class
 // files alone mean none.
-func connect(ctx context.Context, cfg *config, deps *driver.Deps) (*deferredCluster, error) {
+func connect(ctx context.Context, cfg *config, deps *driver.Deps, m *metrics.Metrics) (*cluster.Lazy, error) {
 	inCluster := os.Getenv("KUBERNETES_SERVICE_HOST") != ""
 	if cfg.kubeconfig == "" && !inCluster {
 		if cfg.classPaths == "" {
@@ -288,10 +289,13 @@ func connect(ctx context.Context, cfg *config, deps *driver.Deps) (*deferredClus
 		return nil, err
 	}
 	// The socket serves before the API server answers (start-up must not
-	// wait for it, nor fail when it is down): see deferredCluster. The
+	// wait for it, nor fail when it is down): see cluster.Lazy. The
 	// metrics, when on, hear the Secret sync's writes.
-	writes, _ := deps.Metrics.(secretsync.WriteObserver)
-	cl := connectInBackground(ctx, cluster.Config{
+	var writes secretsync.WriteObserver
+	if m != nil {
+		writes = m
+	}
+	cl := cluster.ConnectInBackground(ctx, cluster.Config{
 		Rest: rc, Node: cfg.driver.NodeID, DriverName: cfg.driver.DriverName,
 		SyncSecrets: cfg.syncSecrets == syncOn, SyncSecretsAuto: cfg.syncSecrets == syncAuto,
 	}, writes)

@@ -3,8 +3,15 @@ package main
 import (
 	"context"
 
+	"github.com/keymount/keymount/cluster/secretsync"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/internal/metrics"
+)
+
+// The driver's metrics hear the driver and the Secret sync's writes.
+var (
+	_ driver.Metrics           = (*metrics.Metrics)(nil)
+	_ secretsync.WriteObserver = (*metrics.Metrics)(nil)
 )
 
 // defaultMetricsAddr is upstream's default --metrics-addr.

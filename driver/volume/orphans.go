@@ -8,7 +8,7 @@ import (
 
 	mount "k8s.io/mount-utils"
 
-	"github.com/keymount/keymount/driver/atomicwrite"
+	"github.com/keymount/keymount/internal/atomicwrite"
 )
 
 // mountInfoPath is this process's mount table.

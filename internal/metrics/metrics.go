@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/internal/panics"
+	"github.com/keymount/keymount/rotation"
 )
 
 // Label names. Upstream's metrics carry os_type (runtime.GOOS) on every
@@ -63,8 +63,6 @@ type Metrics struct {
 	providerHealth providerHealthCollector
 }
 
-var _ driver.Metrics = (*Metrics)(nil)
-
 // New returns Metrics registered on a registry of their own, with the Go
 // runtime and process collectors.
 func New() *Metrics {
@@ -114,7 +112,7 @@ func New() *Metrics {
 	m.refreshDecisions = f.counterVec(prometheus.CounterOpts{
 		Name: "keymount_refresh_decisions_total", Help: "Decisions about refreshing a mounted volume (a republish or a trigger): not_due, due, triggered, skipped_by_policy, backoff.",
 	}, labelDecision)
-	for _, d := range []string{driver.DecisionNotDue, driver.DecisionDue, driver.DecisionTriggered, driver.DecisionSkippedByPolicy, driver.DecisionBackoff} {
+	for _, d := range []string{rotation.DecisionNotDue, rotation.DecisionDue, rotation.DecisionTriggered, rotation.DecisionSkippedByPolicy, rotation.DecisionBackoff} {
 		m.refreshDecisions.WithLabelValues(d) // every decision shows, at 0 until made
 	}
 	m.secretWrites = f.counter(prometheus.CounterOpts{

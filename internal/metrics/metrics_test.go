@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/rotation"
 )
 
 // TestCSICalls: the upstream driver's publish and unpublish series, with
@@ -134,12 +134,12 @@ func TestProviderCalls(t *testing.T) {
 // TestRefreshDecisions: every decision shows from the start, at 0.
 func TestRefreshDecisions(t *testing.T) {
 	m := New()
-	m.RefreshDecision(driver.DecisionNotDue)
-	m.RefreshDecision(driver.DecisionNotDue)
-	m.RefreshDecision(driver.DecisionTriggered)
+	m.RefreshDecision(rotation.DecisionNotDue)
+	m.RefreshDecision(rotation.DecisionNotDue)
+	m.RefreshDecision(rotation.DecisionTriggered)
 	want := map[string]float64{
-		driver.DecisionNotDue: 2, driver.DecisionDue: 0, driver.DecisionTriggered: 1,
-		driver.DecisionSkippedByPolicy: 0, driver.DecisionBackoff: 0,
+		rotation.DecisionNotDue: 2, rotation.DecisionDue: 0, rotation.DecisionTriggered: 1,
+		rotation.DecisionSkippedByPolicy: 0, rotation.DecisionBackoff: 0,
 	}
 	if n := testutil.CollectAndCount(m.refreshDecisions); n != len(want) {
 		t.Errorf("%d decision series, want %d", n, len(want))

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/keymount/keymount/driver/atomicwrite"
+	"github.com/keymount/keymount/internal/atomicwrite"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 

@@ -15,7 +15,7 @@ import (
 
 // The consistency proof publishes a volume, then republishes it many times
 // with new content through the CSI socket while readers read it with the
-// consistent-read recipe of driver/atomicwrite (doc.go).
+// consistent-read recipe of internal/atomicwrite (doc.go).
 const (
 	republishes = 1000
 	readers     = 2

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/keymount/keymount/cluster/restart"
 	"github.com/keymount/keymount/rotation"
-	"github.com/keymount/keymount/rotation/restart"
 )
 
 // TestRestartOnChangeAcrossNodes: a Deployment's two replicas run on two

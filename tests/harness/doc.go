@@ -13,7 +13,7 @@
 // A node without Options.Cluster has no API server: nothing is reported and
 // classes come from the class directory, as with the CLI. With it, each
 // driver the harness starts gets the cluster side the option starts for it,
-// typically driver/cluster against a k8senv control plane, and resolves
+// typically cluster against a k8senv control plane, and resolves
 // classes with that side's resolver:
 //
 //	h := harness.Start(t, harness.Options{

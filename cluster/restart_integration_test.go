@@ -1,0 +1,180 @@
+//go:build integration
+
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/cluster"
+	"github.com/keymount/keymount/cluster/restart"
+	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/k8senv"
+)
+
+// TestRestartOnChangeAcrossNodes: two pods of one Deployment, on two nodes,
+// each with its node's cluster side. A first publish restarts nothing. A
+// refresh that changes both volumes, reported by both nodes at once,
+// changes the Deployment's pod template once, with one event; the pod whose
+// container mounts the volume through subPath gets a Warning event saying
+// so.
+func TestRestartOnChangeAcrossNodes(t *testing.T) {
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	cs := kubernetes.NewForConfigOrDie(restConfig(env))
+	api := newAPIClient(t, env)
+	ns, err := cs.CoreV1().Namespaces().Create(t.Context(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "restart-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spc := &secretsstorev1.SecretProviderClass{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "db"},
+		Spec:       secretsstorev1.SecretProviderClassSpec{Provider: "local"},
+	}
+	if err := api.Create(t.Context(), spc); err != nil {
+		t.Fatal(err)
+	}
+	d, rs := createDeployment(t, cs, ns.Name)
+	optIn := map[string]string{rotation.RestartAnnotation: "true"}
+	rsRef := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: new(true)}
+	pods := []*corev1.Pod{
+		createPod(t, cs, ns.Name, "web-1-a", "node-a", rsRef, optIn, &corev1.VolumeMount{Name: "secrets", MountPath: "/etc/app/password", SubPath: "password"}),
+		createPod(t, cs, ns.Name, "web-1-b", "node-b", rsRef, optIn, nil),
+	}
+	nodes := make([]*cluster.Cluster, len(pods))
+	for i, p := range pods {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		nodes[i], err = cluster.Start(ctx, cluster.Config{Rest: restConfig(env), Node: p.Spec.NodeName, DriverName: driver.DefaultDriverName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the caches of "+p.Spec.NodeName+" to sync", nodes[i].Synced)
+	}
+	outcome := func(p *corev1.Pod, version string, first bool) *driver.Outcome {
+		return &driver.Outcome{
+			VolumeID: "csi-" + p.Name, TargetPath: "/var/lib/kubelet/pods/" + string(p.UID) + "/volumes/kubernetes.io~csi/secrets/mount",
+			PodName: p.Name, PodNamespace: p.Namespace, PodUID: string(p.UID), ClassName: spc.Name, Class: spc,
+			Objects: []volume.Object{{ID: "password", Version: version}}, First: first, Changed: true,
+		}
+	}
+	publishAll := func(version string, first bool) {
+		var wg sync.WaitGroup
+		errs := make([]error, len(nodes))
+		for i, n := range nodes {
+			wg.Go(func() { errs[i] = n.AfterPublish(t.Context(), outcome(pods[i], version, first)) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("AfterPublish: %v", err)
+		}
+	}
+	generation := func() (int64, string) {
+		got, err := cs.AppsV1().Deployments(ns.Name).Get(t.Context(), d.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Generation, got.Spec.Template.Annotations[restart.AnnotationKey(spc.Name)]
+	}
+
+	publishAll("1", true)
+	if gen, v := generation(); gen != d.Generation || v != "" {
+		t.Fatalf("after the first publishes: generation %d, annotation %q; want %d and none", gen, v, d.Generation)
+	}
+
+	publishAll("2", false)
+	want := restart.AnnotationValue([]volume.Object{{ID: "password", Version: "2"}})
+	if gen, v := generation(); gen != d.Generation+1 || v != want {
+		t.Errorf("after the change: generation %d, annotation %q; want %d and %q", gen, v, d.Generation+1, want)
+	}
+	waitFor(t, "the subPath warning on "+pods[0].Name, func() bool {
+		return len(eventsOn(t, cs, pods[0], restart.ReasonSubPathNotRefreshed)) > 0
+	})
+	if ev := eventsOn(t, cs, pods[0], restart.ReasonSubPathNotRefreshed)[0]; ev.Type != corev1.EventTypeWarning ||
+		!strings.Contains(ev.Message, "app (/etc/app/password)") || !strings.Contains(ev.Message, "old content until restarted") {
+		t.Errorf("subPath event: %s %q", ev.Type, ev.Message)
+	}
+	waitFor(t, "the restart event on the Deployment", func() bool {
+		return len(eventsOn(t, cs, d, restart.ReasonRestarting)) > 0
+	})
+	if evs := eventsOn(t, cs, d, restart.ReasonRestarting); len(evs) != 1 || evs[0].Count > 1 {
+		t.Errorf("restart events on the Deployment: %+v, want one", evs)
+	}
+}
+
+func createDeployment(t *testing.T, cs kubernetes.Interface, ns string) (*appsv1.Deployment, *appsv1.ReplicaSet) {
+	t.Helper()
+	labels := map[string]string{"app": "web"}
+	tmpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+	}
+	d, err := cs.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := cs.AppsV1().ReplicaSets(ns).Create(t.Context(), &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Labels: labels, OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: new(true)},
+		}},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, rs
+}
+
+// createPod creates a pod on nodeName with a keymount volume of class db,
+// mounted by container app at /mnt/secrets, and at mount too when given.
+func createPod(t *testing.T, cs kubernetes.Interface, ns, name, nodeName string, owner metav1.OwnerReference,
+	annotations map[string]string, mount *corev1.VolumeMount) *corev1.Pod {
+	t.Helper()
+	mounts := []corev1.VolumeMount{{Name: "secrets", MountPath: "/mnt/secrets"}}
+	if mount != nil {
+		mounts = append(mounts, *mount)
+	}
+	p, err := cs.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "web"}, Annotations: annotations,
+			OwnerReferences: []metav1.OwnerReference{owner}},
+		Spec: corev1.PodSpec{
+			NodeName:   nodeName,
+			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1", VolumeMounts: mounts}},
+			Volumes: []corev1.Volume{{Name: "secrets", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
+				Driver: driver.DefaultDriverName, ReadOnly: new(true),
+				VolumeAttributes: map[string]string{"secretProviderClass": "db"},
+			}}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// eventsOn lists the events with reason about obj.
+func eventsOn(t *testing.T, cs kubernetes.Interface, obj metav1.Object, reason string) []corev1.Event {
+	t.Helper()
+	list, err := cs.CoreV1().Events(obj.GetNamespace()).List(t.Context(), metav1.ListOptions{
+		FieldSelector: fields.Set{"involvedObject.uid": string(obj.GetUID()), "reason": reason}.String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
