@@ -52,7 +52,7 @@ func (b *logBuffer) find(substrs ...string) string {
 // not synced, and logs the rule that is missing; once the rules are granted,
 // the caches sync.
 func TestStartWithoutRBACServesAndNamesTheRule(t *testing.T) {
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	logs := &logBuffer{}
 	// Kept for the rest of the process: the cluster's goroutines log until
 	// they notice their context ended, and klog's logger is not safe to swap

@@ -16,13 +16,6 @@ import (
 	"github.com/keymount/keymount/rotation"
 )
 
-// Event reasons on pods.
-const (
-	ReasonMountFailed   = "SecretMountFailed"
-	ReasonRefreshFailed = "SecretRefreshFailed"
-	ReasonRefreshed     = "SecretRefreshed"
-)
-
 // eventComponent is the source of keymount's events.
 const eventComponent = "keymount"
 
@@ -63,19 +56,19 @@ func (e *eventSink) published(o *driver.Outcome) {
 	ref := podRef(o)
 	switch {
 	case o.First && o.Err != nil:
-		e.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonMountFailed, "mounting secrets from %s failed: %v", className(o), o.Err)
+		e.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonSecretMountFailed, "mounting secrets from %s failed: %v", className(o), o.Err)
 	case o.Err != nil:
-		e.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonRefreshFailed,
+		e.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonSecretRefreshFailed,
 			"refresh of %s failed, the files mounted before are kept: %v", className(o), o.Err)
 	case o.Changed && !o.First:
-		e.recorder.Eventf(ref, corev1.EventTypeNormal, ReasonRefreshed, "%s: new content mounted: %s", className(o), versionChanges(o.Previous, o.Objects))
+		e.recorder.Eventf(ref, corev1.EventTypeNormal, ReasonSecretRefreshed, "%s: new content mounted: %s", className(o), versionChanges(o.Previous, o.Objects))
 	case o.Triggered && !o.First:
-		e.recorder.Eventf(ref, corev1.EventTypeNormal, ReasonRefreshed, "%s: refreshed on request (%s %q): nothing changed",
+		e.recorder.Eventf(ref, corev1.EventTypeNormal, ReasonSecretRefreshed, "%s: refreshed on request (%s %q): nothing changed",
 			className(o), rotation.RefreshAnnotation, triggerValue(o))
 	}
 	if o.First && o.Err == nil {
 		for _, p := range o.PolicyProblems {
-			e.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonInvalidAnnotation, "%s: %s", className(o), p)
+			e.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonInvalidRotationAnnotation, "%s: %s", className(o), p)
 		}
 	}
 }

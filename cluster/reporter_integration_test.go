@@ -70,7 +70,7 @@ func (v classVolume) statusName() string {
 // and the Secret a class syncs holds the content published during the
 // outage.
 func TestWritesSurviveAPIServerOutage(t *testing.T) {
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	api := newAPIClient(t, env)
 	// kube-apiserver creates "default" in the background: do not race it.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceDefault}}

@@ -31,7 +31,7 @@ import (
 // container mounts the volume through subPath gets a Warning event saying
 // so.
 func TestRestartOnChangeAcrossNodes(t *testing.T) {
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	cs := kubernetes.NewForConfigOrDie(restConfig(env))
 	api := newAPIClient(t, env)
 	ns, err := cs.CoreV1().Namespaces().Create(t.Context(),

@@ -13,10 +13,6 @@ import (
 	"github.com/keymount/keymount/rotation"
 )
 
-// ReasonInvalidAnnotation is the event reason of an invalid rotation
-// annotation on a class.
-const ReasonInvalidAnnotation = "InvalidRotationAnnotation"
-
 // TriggerHandler acts on refresh triggers: *driver.Driver.
 type TriggerHandler interface {
 	// TriggerClass and TriggerPod refresh the held volumes of a class or
@@ -87,7 +83,7 @@ func (c *Cluster) reportPolicy(obj kube.Object, annotations map[string]string, n
 		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
 	}
 	for _, p := range problems {
-		c.events.recorder.Event(ref, corev1.EventTypeWarning, ReasonInvalidAnnotation, p.Error())
+		c.events.recorder.Event(ref, corev1.EventTypeWarning, ReasonInvalidRotationAnnotation, p.Error())
 		klog.InfoS("invalid rotation annotation on a class", "spc", klog.KObj(obj), "problem", p.Error())
 	}
 }

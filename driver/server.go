@@ -178,14 +178,14 @@ func (d *Driver) Serve(ctx context.Context, l net.Listener) error {
 	return nil
 }
 
-// logFailures logs every failed RPC once, with its method, code and
-// duration, and makes sure no handler leaks a non-status error.
 // touch records every CSI call for the idle memory release.
 func (d *Driver) touch(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	d.idle.touch()
 	return handler(ctx, req)
 }
 
+// logFailures logs every failed RPC once, with its method, code and
+// duration, and makes sure no handler leaks a non-status error.
 func logFailures(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)

@@ -17,15 +17,6 @@ import (
 	"github.com/keymount/keymount/driver"
 )
 
-// Condition reasons.
-const (
-	ReasonMounted       = "Mounted"
-	ReasonRefreshed     = "Refreshed"
-	ReasonRefreshFailed = "RefreshFailed"
-	// ReasonInvalidAnnotation is the reason of a False RotationPolicyValid.
-	ReasonInvalidAnnotation = "InvalidAnnotation"
-)
-
 // MaxMessageBytes bounds a condition message: an error text longer than this
 // is cut (on a UTF-8 boundary).
 const MaxMessageBytes = 1024

@@ -12,9 +12,9 @@ import (
 )
 
 const (
-	// fetchTimeout bounds one read of discovery and keys, which serves
+	// keysFetchTimeout bounds one read of discovery and keys, which serves
 	// every caller waiting for it.
-	fetchTimeout = 15 * time.Second
+	keysFetchTimeout = 15 * time.Second
 	// maxDocumentBytes bounds the discovery document and the key set.
 	maxDocumentBytes = 1 << 20
 )
@@ -60,7 +60,7 @@ func (v *Verifier) keysFor(ctx context.Context, kid string) (*keySet, error) {
 	if ks, ok := v.cachedKeys(kid); ok {
 		return keysOrFallback(ks)
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keysFetchTimeout)
 	defer cancel()
 	ks, err := v.fetchKeys(fctx)
 	now := v.cfg.Clock.Now()

@@ -15,8 +15,8 @@ import (
 )
 
 const (
-	// dirMode is the mode of a parent directory Listen creates.
-	dirMode os.FileMode = 0o750
+	// socketDirMode is the mode of a parent directory Listen creates.
+	socketDirMode os.FileMode = 0o750
 	// probeTimeout bounds the dial that tells a live socket from a stale one.
 	probeTimeout = time.Second
 )
@@ -31,7 +31,7 @@ var ErrInUse = errors.New("socket in use")
 // may be closed more than once.
 func Listen(path string) (net.Listener, error) {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, dirMode); err != nil {
+	if err := os.MkdirAll(dir, socketDirMode); err != nil {
 		return nil, fmt.Errorf("create socket directory: %w", err)
 	}
 	unlock, err := lockDir(dir)

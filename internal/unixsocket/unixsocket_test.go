@@ -240,8 +240,8 @@ func TestListenCreatesParentDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fi.Mode().Perm(); got != dirMode&^currentUmask() {
-		t.Errorf("directory mode = %v, want %v", got, dirMode&^currentUmask())
+	if got := fi.Mode().Perm(); got != socketDirMode&^currentUmask() {
+		t.Errorf("directory mode = %v, want %v", got, socketDirMode&^currentUmask())
 	}
 }
 

@@ -12,9 +12,9 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// fetchTimeout bounds one exchange, which runs on behalf of every caller
+// exchangeTimeout bounds one exchange, which runs on behalf of every caller
 // waiting for it and so outlives the first caller's context.
-const fetchTimeout = time.Minute
+const exchangeTimeout = time.Minute
 
 // cache holds the credentials of each identity until refresh before they
 // expire. Concurrent misses for one key share a single fetch.
@@ -54,10 +54,10 @@ func (c *cache) get(ctx context.Context, key string, fetch func(context.Context)
 
 // shared runs fn once for all concurrent callers with the same key. fn runs
 // on behalf of every waiting caller, so it gets ctx's values but not its
-// cancellation, and at most fetchTimeout; ctx bounds only this caller's wait.
+// cancellation, and at most exchangeTimeout; ctx bounds only this caller's wait.
 func shared[T any](ctx context.Context, g *singleflight.Group, key string, fn func(context.Context) (T, error)) (T, error) {
 	ch := g.DoChan(key, func() (any, error) {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exchangeTimeout)
 		defer cancel()
 		return fn(fctx)
 	})

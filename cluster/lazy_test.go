@@ -1,0 +1,137 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keymount/keymount/driver"
+	"github.com/keymount/keymount/driver/volume"
+)
+
+// waitUntil polls cond until it holds; the deadline only fails a stuck
+// test.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after a minute", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// neverConnects is a start that fails until ctx ends, counting attempts.
+func neverConnects(attempts *atomic.Int32) func(context.Context) (*Cluster, error) {
+	return func(context.Context) (*Cluster, error) {
+		attempts.Add(1)
+		return nil, errors.New("connection refused")
+	}
+}
+
+// TestLazyBeforeConnected: until the API server answers, what needs it
+// fails with an error the reporter retries (driver.ErrAPIUnavailable), what
+// must not block does not, and the node's defaults apply (no annotations).
+func TestLazyBeforeConnected(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var attempts atomic.Int32
+	l := connectWith(ctx, neverConnects(&attempts), nil)
+
+	o := &driver.Outcome{VolumeID: "v", First: true}
+	if err := l.AfterPublish(ctx, o); !errors.Is(err, driver.ErrAPIUnavailable) {
+		t.Errorf("AfterPublish before connected: %v, want ErrAPIUnavailable", err)
+	}
+	if err := l.AfterUnpublish(ctx, &volume.Record{VolumeID: "v"}); !errors.Is(err, driver.ErrAPIUnavailable) {
+		t.Errorf("AfterUnpublish before connected: %v, want ErrAPIUnavailable", err)
+	}
+	if l.Synced() {
+		t.Error("Synced before connected")
+	}
+	l.SyncMissing(ctx, o) // returns at once: AfterPublish writes it later
+	l.Notify(o)           // queued until connected
+	if a := l.ClassAnnotations("ns", "c"); a != nil {
+		t.Errorf("class annotations before connected: %v", a)
+	}
+	if a := l.PodAnnotations("ns", "p"); a != nil {
+		t.Errorf("pod annotations before connected: %v", a)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer rcancel()
+	if _, err := l.Resolve(rctx, "ns", "c"); !errors.Is(err, driver.ErrAPIUnavailable) {
+		t.Errorf("Resolve before connected: %v, want ErrAPIUnavailable", err)
+	}
+	if _, err := l.UpstreamMounted(rctx, "ns", "p", "c", "/t"); !errors.Is(err, driver.ErrAPIUnavailable) {
+		t.Errorf("UpstreamMounted before connected: %v, want ErrAPIUnavailable", err)
+	}
+	// It keeps trying, with backoff.
+	waitUntil(t, "a second attempt to connect", func() bool { return attempts.Load() >= 2 })
+}
+
+// TestLazyStopsWithItsContext: when the driver stops before it connected,
+// the attempts end and whoever waits for the connection is released.
+func TestLazyStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var attempts atomic.Int32
+	l := connectWith(ctx, neverConnects(&attempts), nil)
+	waitUntil(t, "a first attempt", func() bool { return attempts.Load() >= 1 })
+
+	awaited := make(chan error, 1)
+	go func() { _, err := l.await(); awaited <- err }()
+	cancel()
+	if err := <-awaited; !errors.Is(err, driver.ErrAPIUnavailable) {
+		t.Errorf("await after the driver stopped: %v, want ErrAPIUnavailable", err)
+	}
+	// A caller with no deadline of its own is released too.
+	if _, err := l.connected(context.Background()); !errors.Is(err, driver.ErrAPIUnavailable) {
+		t.Errorf("connected after the driver stopped: %v", err)
+	}
+}
+
+// TestLazyConnects: a caller waiting for the connection gets the cluster as soon as the start succeeds, and
+// from then on the lazy cluster answers with the real one's state.
+func TestLazyConnects(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	release := make(chan struct{})
+	real := &Cluster{}
+	var attempts atomic.Int32
+	l := connectWith(ctx, func(ctx context.Context) (*Cluster, error) {
+		if attempts.Add(1) == 1 {
+			return nil, errors.New("API server not up yet")
+		}
+		select {
+		case <-release:
+			return real, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}, nil)
+
+	got := make(chan *Cluster, 1)
+	waitUntil(t, "the second attempt", func() bool { return attempts.Load() >= 2 })
+	go func() {
+		cl, err := l.await()
+		if err != nil {
+			t.Errorf("await: %v", err)
+		}
+		got <- cl
+	}()
+	close(release)
+	if cl := <-got; cl != real {
+		t.Fatalf("connected returned %p, want the started cluster %p", cl, real)
+	}
+	if cl, err := l.connected(context.Background()); err != nil || cl != real {
+		t.Fatalf("connected after the start: %p, %v", cl, err)
+	}
+	if l.Synced() {
+		t.Error("Synced while the started cluster's caches are not")
+	}
+	real.synced.Store(true)
+	if !l.Synced() {
+		t.Error("not Synced once the started cluster's caches are")
+	}
+}

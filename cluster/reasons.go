@@ -1,0 +1,20 @@
+package cluster
+
+// The reasons of the events the node's cluster side records. Every reason
+// is named in docs/troubleshooting.md (docs/reasons_test.go checks it).
+// The pod status's condition reasons are package podstatus's, the Secret
+// sync's package secretsync's, restart on change's package restart's.
+const (
+	// ReasonSecretMountFailed (Warning, on the pod): a first publish
+	// failed; nothing is mounted.
+	ReasonSecretMountFailed = "SecretMountFailed"
+	// ReasonSecretRefreshFailed (Warning, on the pod): a refresh failed;
+	// the files mounted before are kept.
+	ReasonSecretRefreshFailed = "SecretRefreshFailed"
+	// ReasonSecretRefreshed (Normal, on the pod): a refresh changed the
+	// mounted files.
+	ReasonSecretRefreshed = "SecretRefreshed"
+	// ReasonInvalidRotationAnnotation (Warning, on the class or pod): a
+	// rotation annotation is invalid; the message names it and the fix.
+	ReasonInvalidRotationAnnotation = "InvalidRotationAnnotation"
+)
