@@ -213,3 +213,23 @@ func TestRotationErrorTypesDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestReasonNamesUnambiguous: no two reason, event or condition constants
+// share a name with different values anywhere in the code, so a name read
+// in one package means the same string in every other.
+func TestReasonNamesUnambiguous(t *testing.T) {
+	consts := stringConstants(sourceFiles(t), func(_, name string) bool {
+		return isReason("", name) || strings.HasPrefix(name, "Condition")
+	})
+	first := map[string]constant{}
+	for _, c := range consts {
+		if f, ok := first[c.name]; ok && f.value != c.value {
+			t.Errorf("%s is %q in %s and %q in %s: give one of them the name of its value", c.name, f.value, f.file, c.value, c.file)
+			continue
+		}
+		first[c.name] = c
+	}
+	if len(first) < 15 {
+		t.Fatalf("found %d reason and condition names, fewer than the code has: is the parsing broken?", len(first))
+	}
+}
