@@ -20,6 +20,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -134,6 +135,10 @@ type release struct {
 	services     map[string]*corev1.Service
 	policies     map[string]*admissionregistrationv1.ValidatingAdmissionPolicy
 	policyBinds  map[string]*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	deployments  map[string]*appsv1.Deployment
+	pdbs         map[string]*policyv1.PodDisruptionBudget
+	roles        map[string]*rbacv1.Role
+	roleBindings map[string]*rbacv1.RoleBinding
 }
 
 // render renders the chart with the values of files (merged in order) and
@@ -160,6 +165,10 @@ func renderValues(t *testing.T, vals map[string]any) *release {
 		services:     map[string]*corev1.Service{},
 		policies:     map[string]*admissionregistrationv1.ValidatingAdmissionPolicy{},
 		policyBinds:  map[string]*admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
+		deployments:  map[string]*appsv1.Deployment{},
+		pdbs:         map[string]*policyv1.PodDisruptionBudget{},
+		roles:        map[string]*rbacv1.Role{},
+		roleBindings: map[string]*rbacv1.RoleBinding{},
 	}
 	for _, name := range slices.Sorted(maps.Keys(out)) {
 		for _, doc := range releaseutil.SplitManifests(out[name]) {
@@ -210,7 +219,23 @@ func (r *release) add(t *testing.T, template, doc string) {
 		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 		r.policyBinds[u.GetName()] = b
 		target = b
-	case "PriorityClass", "Role", "RoleBinding":
+	case "Deployment":
+		d := &appsv1.Deployment{}
+		r.deployments[u.GetName()] = d
+		target = d
+	case "PodDisruptionBudget":
+		p := &policyv1.PodDisruptionBudget{}
+		r.pdbs[u.GetName()] = p
+		target = p
+	case "Role":
+		role := &rbacv1.Role{}
+		r.roles[u.GetName()] = role
+		target = role
+	case "RoleBinding":
+		b := &rbacv1.RoleBinding{}
+		r.roleBindings[u.GetName()] = b
+		target = b
+	case "PriorityClass":
 		return
 	default:
 		t.Fatalf("%s renders a %s, which the tests do not know", template, u.GetKind())

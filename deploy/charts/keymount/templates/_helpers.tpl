@@ -148,3 +148,50 @@ affinity:
 priorityClassName: {{ . }}
 {{- end }}
 {{- end -}}
+
+{{/*
+keymount.controllerName: keymount-controller's objects, <fullname>-controller
+(its ServiceAccount is the one the guard rails bind).
+*/}}
+{{- define "keymount.controllerName" -}}
+{{- printf "%s-controller" (include "keymount.fullname" .) -}}
+{{- end -}}
+
+{{/*
+keymount.controllerAudiences: the audiences of keymount-controller's
+--token-request-audience, comma-separated: controller.tokenRequestAudiences
+({audience: NAME} or NAME) and, with providers.aws.enabled, the AWS
+provider's, each once. Empty: no tokens.
+*/}}
+{{- define "keymount.controllerAudiences" -}}
+{{- $out := list -}}
+{{- $requested := .Values.controller.tokenRequestAudiences -}}
+{{- if .Values.providers.aws.enabled -}}
+{{- $requested = concat $requested .Values.providers.aws.tokenAudiences -}}
+{{- end -}}
+{{- range $requested -}}
+{{- $a := . -}}
+{{- if kindIs "map" . -}}
+{{- $a = .audience -}}
+{{- end -}}
+{{- if and $a (not (has (toString $a) $out)) -}}
+{{- $out = append $out (toString $a) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end -}}
+
+{{/*
+keymount.controllerContainerSecurity: the securityContext of every
+container keymount puts in keymount-controller's pod: its images run as
+65532, nothing to write outside the provider volume, no capability.
+*/}}
+{{- define "keymount.controllerContainerSecurity" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+{{- end -}}
