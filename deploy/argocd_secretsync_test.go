@@ -2,12 +2,17 @@ package deploy_test
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/rotation"
 )
 
@@ -107,7 +112,10 @@ func TestArgoCDSecretSyncRefreshAction(t *testing.T) {
 		t.Fatalf("definitions %+v, want refresh only", actions.Definitions)
 	}
 	obj := luaObject(t, secretSync(2, syncStatus(2, cond("Ready", "True", "Synced", 2, ""))))
-	meta := obj["metadata"].(map[string]any)
+	meta, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		t.Fatalf("the SecretSync has no metadata: %v", obj)
+	}
 	meta["annotations"] = map[string]any{"team": "payments", rotation.RefreshAnnotation: "2020-01-01T00:00:00Z"}
 	want := luaObject(t, secretSync(2, syncStatus(2, cond("Ready", "True", "Synced", 2, ""))))
 	before := time.Now().UTC().Truncate(time.Second)
@@ -132,5 +140,77 @@ func TestArgoCDSecretSyncRefreshAction(t *testing.T) {
 	bareMeta, _ := bare["metadata"].(map[string]any)
 	if a, _ := bareMeta["annotations"].(map[string]any); a[rotation.RefreshAnnotation] == nil {
 		t.Errorf("a SecretSync without annotations: %v, want the refresh annotation", bareMeta)
+	}
+}
+
+// syncWave returns the Argo CD sync wave of an object's annotations (0 when
+// unset, as Argo CD reads it).
+func syncWave(t *testing.T, annotations map[string]string) int {
+	t.Helper()
+	w, ok := annotations["argocd.argoproj.io/sync-wave"]
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(w)
+	if err != nil {
+		t.Fatalf("sync wave %q: %v", w, err)
+	}
+	return n
+}
+
+// TestArgoCDSyncWaveExample: examples/argocd/app.yaml, the pattern
+// docs/argocd.md documents, puts the class and the SecretSync in an earlier
+// wave than the Deployment that reads the SecretSync's Secret through
+// envFrom, all in one namespace, the SecretSync naming the class.
+func TestArgoCDSyncWaveExample(t *testing.T) {
+	data, err := os.ReadFile("../examples/argocd/app.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		spc  secretsstorev1.SecretProviderClass
+		sync struct {
+			metav1.TypeMeta   `json:",inline"`
+			metav1.ObjectMeta `json:"metadata"`
+			Spec              struct {
+				ServiceAccountName      string `json:"serviceAccountName"`
+				SecretProviderClassName string `json:"secretProviderClassName"`
+				SecretObject            struct {
+					Type string `json:"type"`
+					Data []struct {
+						SourcePath string `json:"sourcePath"`
+						TargetKey  string `json:"targetKey"`
+					} `json:"data"`
+				} `json:"secretObject"`
+			} `json:"spec"`
+		}
+		deploy appsv1.Deployment
+	)
+	docs := strings.Split(string(data), "\n---\n")
+	if len(docs) != 3 {
+		t.Fatalf("%d documents, want the class, the SecretSync and the Deployment", len(docs))
+	}
+	for i, target := range []any{&spc, &sync, &deploy} {
+		if err := yaml.UnmarshalStrict([]byte(docs[i]), target); err != nil {
+			t.Fatalf("document %d: %v", i+1, err)
+		}
+	}
+	if sync.Kind != "SecretSync" || sync.APIVersion != "secret-sync.x-k8s.io/v1alpha1" || spc.Kind != "SecretProviderClass" {
+		t.Fatalf("kinds %s %s, %s %s", spc.Kind, spc.APIVersion, sync.Kind, sync.APIVersion)
+	}
+	if syncWave(t, sync.Annotations) >= syncWave(t, deploy.Annotations) || syncWave(t, spc.Annotations) > syncWave(t, sync.Annotations) {
+		t.Errorf("waves: class %d, SecretSync %d, Deployment %d; want the Deployment after the other two",
+			syncWave(t, spc.Annotations), syncWave(t, sync.Annotations), syncWave(t, deploy.Annotations))
+	}
+	if sync.Namespace != deploy.Namespace || spc.Namespace != sync.Namespace || sync.Spec.SecretProviderClassName != spc.Name {
+		t.Errorf("SecretSync %s/%s of class %s, class %s/%s, Deployment in %s", sync.Namespace, sync.Name,
+			sync.Spec.SecretProviderClassName, spc.Namespace, spc.Name, deploy.Namespace)
+	}
+	c := deploy.Spec.Template.Spec.Containers
+	if len(c) != 1 || len(c[0].EnvFrom) != 1 || c[0].EnvFrom[0].SecretRef == nil || c[0].EnvFrom[0].SecretRef.Name != sync.Name {
+		t.Errorf("the Deployment's container %+v, want envFrom the Secret %s", c, sync.Name)
+	}
+	if len(sync.Spec.SecretObject.Data) == 0 || sync.Spec.ServiceAccountName != deploy.Spec.Template.Spec.ServiceAccountName {
+		t.Errorf("SecretSync spec %+v, want data and the Deployment's service account", sync.Spec)
 	}
 }
