@@ -482,8 +482,11 @@ func TestControllerRBAC(t *testing.T) {
 		len(b.Subjects) != 1 || !boundTo(b.Subjects, controllerName) {
 		t.Errorf("leader election RoleBinding: %+v", b)
 	}
+	// Its own role, the AWS provider's for that sidecar, restart on
+	// change's (restartOnChange.enabled).
+	others := []string{controllerName, releaseName + "-provider-aws", releaseName + "-restart-on-change"}
 	for name, b := range r.bindings {
-		if boundTo(b.Subjects, controllerName) && b.RoleRef.Name != controllerName && b.RoleRef.Name != releaseName+"-provider-aws" {
+		if boundTo(b.Subjects, controllerName) && !slices.Contains(others, b.RoleRef.Name) {
 			t.Errorf("binding %s gives the controller %s", name, b.RoleRef.Name)
 		}
 	}
