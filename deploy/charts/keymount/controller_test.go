@@ -192,8 +192,8 @@ func TestControllerValues(t *testing.T) {
 	if slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" }) {
 		t.Error("goMemLimit empty, yet GOMEMLIMIT is set")
 	}
-	if m := c.VolumeMounts; len(m) != 1 || m[0].Name != "providervol" || m[0].MountPath != "/sockets" {
-		t.Errorf("mounts %+v: want providervol at /sockets", m)
+	if m := c.VolumeMounts; len(m) != 2 || m[0].Name != "providervol" || m[0].MountPath != "/sockets" || m[1].Name != apiAccess {
+		t.Errorf("mounts %+v: want providervol at /sockets and the API credentials", m)
 	}
 	off := renderValues(t, map[string]any{"controller": map[string]any{"enabled": true, "podDisruptionBudget": map[string]any{"enabled": false}}})
 	if len(off.pdbs) != 0 {
@@ -266,9 +266,10 @@ func TestControllerProviderContainer(t *testing.T) {
 	if !hasArg(c.Args, "--provider-volume=/provider") {
 		t.Errorf("args %q: want --provider-volume=/provider, where the sidecar serves its socket", c.Args)
 	}
-	if len(pod.Volumes) != 1 || pod.Volumes[0].Name != "providervol" || pod.Volumes[0].EmptyDir == nil {
-		t.Errorf("volumes %+v: want the emptyDir providervol alone", pod.Volumes)
+	if len(pod.Volumes) != 2 || pod.Volumes[0].Name != "providervol" || pod.Volumes[0].EmptyDir == nil || pod.Volumes[1].Name != apiAccess {
+		t.Errorf("volumes %+v: want the emptyDir providervol and the API credentials", pod.Volumes)
 	}
+	checkAPIAccess(t, &pod, "controller")
 	if pod.SecurityContext != nil && pod.SecurityContext.RunAsNonRoot != nil {
 		t.Error("runAsNonRoot set for the pod: the sync controller's provider example runs as root and would not start")
 	}
@@ -303,6 +304,7 @@ func TestControllerKeymountProviders(t *testing.T) {
 			t.Errorf("%s does not mount providervol at /provider: %+v", c.Name, c.VolumeMounts)
 		}
 	}
+	checkAPIAccess(t, &pod, "controller", "provider-aws")
 	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "provider-local-files" })
 	if i < 0 || pod.Volumes[i].Secret == nil || pod.Volumes[i].Secret.SecretName != "local-provider-files" {
 		t.Errorf("volumes %+v: want provider-local-files from providers.local.secretsVolume", pod.Volumes)
@@ -488,6 +490,32 @@ func TestControllerRBAC(t *testing.T) {
 	for name, b := range r.bindings {
 		if boundTo(b.Subjects, controllerName) && !slices.Contains(others, b.RoleRef.Name) {
 			t.Errorf("binding %s gives the controller %s", name, b.RoleRef.Name)
+		}
+	}
+}
+
+// apiAccess is the volume of the controller's API credentials.
+const apiAccess = "api-access"
+
+// checkAPIAccess: the pod mounts no ServiceAccount token by itself; the
+// containers named, and only they, mount the API credentials (a token of
+// the controller's ServiceAccount) where client-go looks for them.
+func checkAPIAccess(t *testing.T, pod *corev1.PodSpec, with ...string) {
+	t.Helper()
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("the pod mounts the ServiceAccount token into every container")
+	}
+	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == apiAccess })
+	if i < 0 || pod.Volumes[i].Projected == nil || pod.Volumes[i].Projected.Sources[0].ServiceAccountToken == nil ||
+		pod.Volumes[i].Projected.Sources[0].ServiceAccountToken.Audience != "" {
+		t.Fatalf("no projected volume %s with a token for the API server", apiAccess)
+	}
+	for _, c := range pod.Containers {
+		mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == apiAccess && m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" && m.ReadOnly
+		})
+		if want := slices.Contains(with, c.Name); mounted != want {
+			t.Errorf("container %s: API credentials mounted %v, want %v", c.Name, mounted, want)
 		}
 	}
 }

@@ -89,6 +89,11 @@ as given (the sync controller chart's value).
   volumeMounts:
     - name: providervol
       mountPath: {{ $c.providerVolume }}
+    # It reads ServiceAccounts and nodes, and proves tokens, as the
+    # controller's ServiceAccount.
+    - name: api-access
+      mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+      readOnly: true
 {{- end }}
 {{- end }}
 {{- end }}
