@@ -165,7 +165,10 @@ func (m *Manager) token(ctx context.Context, k key) (authenticationv1.TokenReque
 			k.namespace, k.serviceAccount, k.audience, context.Cause(ctx))
 	}
 	if res.Err == nil {
-		return *res.Val.(*authenticationv1.TokenRequestStatus), nil
+		if st, ok := res.Val.(*authenticationv1.TokenRequestStatus); ok {
+			return *st, nil
+		}
+		return authenticationv1.TokenRequestStatus{}, errors.New("tokens: internal error: a request returned no token status")
 	}
 	// A renewal failed: a token still valid serves until it expires.
 	if cached != nil && now.Before(cached.ExpirationTimestamp.Time) {
