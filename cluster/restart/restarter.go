@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,19 +88,18 @@ type Result struct {
 }
 
 // Enabled reports whether a change of class's volume in pod restarts the
-// pod's workload: the pod's RestartAnnotation decides when it is a boolean
-// ("true", "false"), else the class's; off when neither says true.
+// pod's workload (rotation.RestartEnabled): the pod's RestartAnnotation
+// decides when it is a boolean ("true", "false"), else the class's; off
+// when neither says true.
 func Enabled(pod *corev1.Pod, class *secretsstorev1.SecretProviderClass) bool {
+	var p, c map[string]string
 	if pod != nil {
-		if on, err := strconv.ParseBool(pod.Annotations[rotation.RestartAnnotation]); err == nil {
-			return on
-		}
+		p = pod.Annotations
 	}
 	if class != nil {
-		on, err := strconv.ParseBool(class.Annotations[rotation.RestartAnnotation])
-		return err == nil && on
+		c = class.Annotations
 	}
-	return false
+	return rotation.RestartEnabled(p, c)
 }
 
 // Restart restarts the workload of c.Pod when the pod or its class opted
