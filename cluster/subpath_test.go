@@ -13,7 +13,6 @@ import (
 	"github.com/keymount/keymount/rotation"
 )
 
-
 func csiVolume(name, driver, class string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
 		Driver: driver, VolumeAttributes: map[string]string{"secretProviderClass": class},
