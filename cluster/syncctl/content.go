@@ -1,7 +1,6 @@
 package syncctl
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +13,7 @@ import (
 	secretsyncv1alpha1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/cluster/secretsync"
+	"github.com/keymount/keymount/cluster/synchash"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -139,35 +139,13 @@ func (c *content) changedKeys(old *content) (added, changed, removed []string) {
 	return added, changed, removed
 }
 
-// hashInput is the canonical encoding status.syncHash is computed over:
-// the content, the SecretSync's UID and forceSynchronization, the class's
-// UID and generation. Every field is length-prefixed, so no two inputs
-// share an encoding.
-func hashInput(ss *secretsyncv1alpha1.SecretSync, class *secretsstorev1.SecretProviderClass, c *content) []byte {
-	var b []byte
-	put := func(s string) {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
+// hashContent is what status.syncHash covers: the content, the SecretSync's
+// UID, generation and forceSynchronization, the class's UID and generation.
+func hashContent(ss *secretsyncv1alpha1.SecretSync, class *secretsstorev1.SecretProviderClass, c *content) *synchash.Content {
+	return &synchash.Content{
+		Type: string(c.typ), Data: c.data, Labels: c.labels, Annotations: c.annotations,
+		ClassUID: string(class.UID), ClassGeneration: class.Generation,
+		SyncUID: string(ss.UID), SyncGeneration: ss.Generation,
+		ForceSynchronization: ss.Spec.ForceSynchronization,
 	}
-	putMap := func(m map[string]string) {
-		b = binary.AppendUvarint(b, uint64(len(m)))
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			put(k)
-			put(m[k])
-		}
-	}
-	put("keymount-controller/syncHash/v1")
-	put(string(ss.UID))
-	put(ss.Spec.ForceSynchronization)
-	put(string(class.UID))
-	b = binary.AppendVarint(b, class.Generation)
-	put(string(c.typ))
-	b = binary.AppendUvarint(b, uint64(len(c.data)))
-	for _, k := range slices.Sorted(maps.Keys(c.data)) {
-		put(k)
-		put(string(c.data[k]))
-	}
-	putMap(c.labels)
-	putMap(c.annotations)
-	return b
 }

@@ -25,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricSyncs,
-			Help: "SecretSync syncs that called the provider, by result: created, updated, unchanged, or the failure (conflict, invalid, class_error, token_error, provider_error, content_error, apply_error).",
+			Help: "SecretSync syncs that called the provider, by result: created, updated, unchanged, or the failure (conflict, invalid, class_error, token_error, provider_error, content_error, apply_error, hash_error).",
 		}, []string{"result"}),
 		provider: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricProviderDuration,

@@ -50,7 +50,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		klog.V(2).InfoS("refresh policy annotation ignored", "secretSync", klog.KObj(&ss), "err", e)
 	}
 	upToDate := conflict == "" && classErr == nil && existing != nil && readyFor(&ss) &&
-		r.Hasher.Sum(hashInput(&ss, class, currentContent(&ss, existing))) == ss.Status.SyncHash
+		r.currentHash(ctx, &ss, class, existing) == ss.Status.SyncHash
 	p := r.decide(&ss, policy, st, upToDate, now)
 	if p.why == "" {
 		if p.after > 0 {
@@ -77,6 +77,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.failed(ctx, &ss, st, f, p.why == whyTriggered, handled, now)
 	}
 	return r.succeeded(ctx, &ss, st, policy, out, handled, now)
+}
+
+// currentHash is the syncHash of the Secret as it is; "" when the key is
+// not available (the sync then reports it).
+func (r *Reconciler) currentHash(ctx context.Context, ss *ss1.SecretSync, class *secretsstorev1.SecretProviderClass, s *corev1.Secret) string {
+	h, err := r.Hashes.Hasher(ctx)
+	if err != nil {
+		return ""
+	}
+	return h.Sum(hashContent(ss, class, currentContent(ss, s)))
 }
 
 // stateOf is the remembered refresh state of ss; a SecretSync this process

@@ -18,6 +18,7 @@ import (
 
 	secretsyncv1alpha1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/cluster/synchash"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -33,10 +34,11 @@ type Tokens interface {
 	Tokens(ctx context.Context, namespace, serviceAccount string, audiences []string) (string, error)
 }
 
-// Hasher keys status.syncHash: the same content gives the same hash under
+// Hashes gives the keyed hasher of status.syncHash
+// (cluster/synchash.KeySource): the same content gives the same hash under
 // the same key, and the hash tells nothing about the content without it.
-type Hasher interface {
-	Sum(content []byte) string
+type Hashes interface {
+	Hasher(ctx context.Context) (*synchash.Hasher, error)
 }
 
 // Recorder emits events (client-go's tools/events.EventRecorder, as the
@@ -54,7 +56,7 @@ type Deps struct {
 	Live      client.Reader
 	Providers Providers
 	Tokens    Tokens
-	Hasher    Hasher
+	Hashes    Hashes
 	Events    Recorder
 	// Metrics may be nil: nothing is counted.
 	Metrics *Metrics
@@ -80,7 +82,7 @@ func New(cfg Config, deps Deps) (*Reconciler, error) {
 	switch {
 	case deps.Client == nil, deps.Live == nil:
 		return nil, errors.New("syncctl: the Kubernetes client and reader are required")
-	case deps.Providers == nil, deps.Tokens == nil, deps.Hasher == nil, deps.Events == nil:
+	case deps.Providers == nil, deps.Tokens == nil, deps.Hashes == nil, deps.Events == nil:
 		return nil, errors.New("syncctl: the provider client, token manager, hasher and event recorder are required")
 	}
 	if deps.Clock == nil {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/klog/v2"
 
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
@@ -28,6 +29,7 @@ const (
 	ResultProvider  = "provider_error"
 	ResultContent   = "content_error"
 	ResultApply     = "apply_error"
+	ResultHash      = "hash_error"
 )
 
 // synced is a successful sync.
@@ -74,7 +76,12 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, class *secret
 	if err != nil {
 		return nil, newFailure(created, ss1.ReasonRemoteSecretStoreFetchFailed, ResultContent, ss1.MessageFormatFetchFailed, err)
 	}
-	out := &synced{hash: r.Hasher.Sum(hashInput(ss, class, want)), objects: objectsOf(resp.GetObjectVersion())}
+	h, err := r.Hashes.Hasher(ctx)
+	if err != nil {
+		klog.ErrorS(err, "no syncHash key", "secretSync", klog.KObj(ss))
+		return nil, newFailure(created, ss1.ReasonControllerSyncError, ResultHash, "%s", ss1.MessageHashFailed)
+	}
+	out := &synced{hash: h.Sum(hashContent(ss, class, want)), objects: objectsOf(resp.GetObjectVersion())}
 	if existing != nil {
 		out.old = currentContent(ss, existing)
 		if out.old.equal(want) && ownedOnly(ss, existing) {
