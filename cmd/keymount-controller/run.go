@@ -19,8 +19,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	secretsyncv1alpha1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
-	"github.com/keymount/keymount/cluster/synchash"
 	"github.com/keymount/keymount/cluster/syncctl"
+	"github.com/keymount/keymount/cluster/synchash"
 	"github.com/keymount/keymount/cluster/tokens"
 	"github.com/keymount/keymount/driver/providerclient"
 	"github.com/keymount/keymount/internal/kube"
