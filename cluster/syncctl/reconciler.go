@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -89,6 +92,20 @@ func New(cfg Config, deps Deps) (*Reconciler, error) {
 		deps.Clock = clock.RealClock{}
 	}
 	return &Reconciler{Deps: deps, cfg: cfg, state: newStates()}, nil
+}
+
+// CacheOptions are the manager cache options the reconciler needs: Secrets
+// carrying secretsyncv1alpha1.LabelSecretSync only (every Secret the
+// controller writes carries it), so the cache does not grow with the
+// cluster's other Secrets; SecretSyncs and classes in full.
+func CacheOptions() (cache.Options, error) {
+	owned, err := labels.NewRequirement(secretsyncv1alpha1.LabelSecretSync, selection.Exists, nil)
+	if err != nil {
+		return cache.Options{}, err
+	}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: labels.NewSelector().Add(*owned)},
+	}}, nil
 }
 
 // classIndex indexes SecretSyncs by spec.secretProviderClassName.

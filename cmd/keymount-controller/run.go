@@ -4,21 +4,15 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	secretsyncv1alpha1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/cluster/synchash"
 	"github.com/keymount/keymount/cluster/tokens"
@@ -106,7 +100,7 @@ func newManager(cfg *config, rc *rest.Config) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	owned, err := labels.NewRequirement(secretsyncv1alpha1.LabelSecretSync, selection.Exists, nil)
+	cacheOpts, err := syncctl.CacheOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -119,10 +113,7 @@ func newManager(cfg *config, rc *rest.Config) (ctrl.Manager, error) {
 		LeaderElectionNamespace: cfg.leaderElectionNamespace,
 		// A replica that stops hands the Lease over at once.
 		LeaderElectionReleaseOnCancel: true,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Label: labels.NewSelector().Add(*owned)},
-		}},
-		Client: client.Options{Cache: &client.CacheOptions{Unstructured: false}},
+		Cache:                         cacheOpts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("controller manager: %w", err)
