@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,6 +66,7 @@ func (p countingProviders) Mount(ctx context.Context, provider string, req *v1al
 
 func startFixture(t *testing.T, cfg syncctl.Config) *fixture {
 	t.Helper()
+	ctrl.SetLogger(klog.Background())
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	f := &fixture{cs: kubernetes.NewForConfigOrDie(env.Config), store: t.TempDir()}
 	scheme, err := kube.NewScheme()

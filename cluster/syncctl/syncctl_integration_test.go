@@ -249,7 +249,14 @@ func TestSecretSyncPeriodicRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: "tick"}
-	ready := f.waitReady(t, key)
+	f.waitReady(t, key)
+	// The first refresh after the create says so once: SecretUpdated
+	// leaves NoUpdatesAttemptedYet.
+	var ready *ss1.SecretSync
+	waitFor(t, "SecretUpdated=True", func(ctx context.Context) (bool, error) {
+		ready = f.get(t, key)
+		return conditionIs(ready, ss1.ConditionSecretUpdated, metav1.ConditionTrue, ss1.ReasonSecretUpToDate), nil
+	})
 	secretRV := f.secret(t, key).ResourceVersion
 	start := f.calls.Load()
 	waitFor(t, "three more provider calls", func(ctx context.Context) (bool, error) {
