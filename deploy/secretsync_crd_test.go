@@ -129,17 +129,7 @@ func TestSecretSyncCRDAsSyncController(t *testing.T) {
 	if crd.Spec.Group != syncGroup || crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
 		t.Errorf("group %q scope %q, want %s Namespaced", crd.Spec.Group, crd.Spec.Scope, syncGroup)
 	}
-	if len(crd.Spec.Versions) != 1 {
-		t.Fatalf("%d versions, want v1alpha1 only", len(crd.Spec.Versions))
-	}
-	v := crd.Spec.Versions[0]
-	if v.Name != "v1alpha1" || !v.Served || !v.Storage || v.Deprecated {
-		t.Errorf("version %s served %v storage %v deprecated %v; want v1alpha1 served, stored, not deprecated", v.Name, v.Served, v.Storage, v.Deprecated)
-	}
-	if v.Subresources == nil || v.Subresources.Status == nil || v.Subresources.Scale != nil {
-		t.Errorf("subresources %+v, want status only", v.Subresources)
-	}
-	root := v.Schema.OpenAPIV3Schema
+	root := checkSyncVersion(t, crd)
 	if got := slices.Sorted(maps.Keys(root.Properties)); !slices.Equal(got, []string{"apiVersion", "kind", "metadata", "spec", "status"}) {
 		t.Errorf("top-level fields %v", got)
 	}
@@ -161,4 +151,25 @@ func TestSecretSyncCRDAsSyncController(t *testing.T) {
 		t.Errorf("status.conditions: maxItems %v list type %v keys %v, want upstream's 16, map, [type]",
 			ptr.Deref(conds.MaxItems, 0), ptr.Deref(conds.XListType, ""), conds.XListMapKeys)
 	}
+}
+
+// checkSyncVersion checks the SecretSync CRD's one version, v1alpha1 as
+// v0.0.5's (served, stored, with the status subresource), and returns its
+// schema.
+func checkSyncVersion(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.JSONSchemaProps {
+	t.Helper()
+	if len(crd.Spec.Versions) != 1 {
+		t.Fatalf("%d versions, want v1alpha1 only", len(crd.Spec.Versions))
+	}
+	v := crd.Spec.Versions[0]
+	if v.Name != "v1alpha1" || !v.Served || !v.Storage || v.Deprecated {
+		t.Errorf("version %s served %v storage %v deprecated %v; want v1alpha1 served, stored, not deprecated", v.Name, v.Served, v.Storage, v.Deprecated)
+	}
+	if v.Subresources == nil || v.Subresources.Status == nil || v.Subresources.Scale != nil {
+		t.Errorf("subresources %+v, want status only", v.Subresources)
+	}
+	if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+		t.Fatal("v1alpha1 has no schema")
+	}
+	return v.Schema.OpenAPIV3Schema
 }
