@@ -2,6 +2,7 @@ package syncrequest_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"strconv"
 	"testing"
@@ -24,7 +25,15 @@ import (
 func TestAWSProviderReadsRequest(t *testing.T) {
 	cs := fake.NewClientset()
 	cs.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenRequest).DeepCopy()
+		ca, ok := a.(k8stesting.CreateAction)
+		if !ok {
+			return true, nil, errors.New("not a create")
+		}
+		in, ok := ca.GetObject().(*authenticationv1.TokenRequest)
+		if !ok {
+			return true, nil, errors.New("not a TokenRequest")
+		}
+		tr := in.DeepCopy()
 		tr.Status = authenticationv1.TokenRequestStatus{
 			Token:               "token-for-" + tr.Spec.Audiences[0],
 			ExpirationTimestamp: metav1.NewTime(time.Now().Add(10 * time.Minute)),

@@ -3,6 +3,7 @@ package tokens
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -182,5 +183,43 @@ func TestPrune(t *testing.T) {
 	api.clk.Step(10 * time.Minute)
 	if n := m.Prune(); n != 0 {
 		t.Errorf("Prune after every expiry left %d entries, want 0", n)
+	}
+}
+
+// TestDeletedServiceAccountDuringRenewal: a renewal answered NotFound does
+// not fall back to the current token: the service account is gone.
+func TestDeletedServiceAccountDuringRenewal(t *testing.T) {
+	cs, api := newTokenAPI(t)
+	m := newManager(t, cs, api, Config{})
+	if _, err := m.Tokens(t.Context(), "ns", "sa", []string{"aud"}); err != nil {
+		t.Fatal(err)
+	}
+	api.clk.Step(9 * time.Minute)
+	api.setFail(apierrors.NewNotFound(schema.GroupResource{Resource: "serviceaccounts"}, "sa"))
+	if got, err := m.Tokens(t.Context(), "ns", "sa", []string{"aud"}); !apierrors.IsNotFound(err) || got != "" {
+		t.Errorf("renewal for a deleted service account = %q, %v; want NotFound", got, err)
+	}
+	if n := m.Len(); n != 0 {
+		t.Errorf("%d entries, want 0", n)
+	}
+}
+
+// TestCacheDoesNotGrow: service accounts come and go over an hour; the
+// cache holds only the tokens of the last ten minutes.
+func TestCacheDoesNotGrow(t *testing.T) {
+	cs, api := newTokenAPI(t)
+	m := newManager(t, cs, api, Config{})
+	const perRound = 200
+	for round := range 6 {
+		for i := range perRound {
+			sa := "sa-" + strconv.Itoa(round) + "-" + strconv.Itoa(i)
+			if _, err := m.Tokens(t.Context(), "ns", sa, []string{"aud"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := m.Len(); n > perRound {
+			t.Fatalf("round %d: %d entries, want at most %d", round, n, perRound)
+		}
+		api.clk.Step(11 * time.Minute)
 	}
 }

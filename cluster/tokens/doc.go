@@ -23,7 +23,8 @@
 // token is renewed when less than Config.RenewFraction (default 20 %) of its
 // lifetime remains, at once after Invalidate (a provider refused it), and
 // whenever it has expired; while a renewal fails a token that has not yet
-// expired is still returned, as kubelet does. Concurrent callers for the same
+// expired is still returned, as kubelet does (unless the renewal found the
+// service account gone). Concurrent callers for the same
 // key share one request (singleflight), which a caller's cancellation does
 // not abort for the others.
 //

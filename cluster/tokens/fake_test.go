@@ -54,7 +54,11 @@ func (a *tokenAPI) react(action k8stesting.Action) (bool, runtime.Object, error)
 	if !ok {
 		return true, nil, errors.New("not a create action")
 	}
-	tr := ca.GetObject().(*authenticationv1.TokenRequest).DeepCopy()
+	in, ok := ca.GetObject().(*authenticationv1.TokenRequest)
+	if !ok {
+		return true, nil, errors.New("not a TokenRequest")
+	}
+	tr := in.DeepCopy()
 	a.mu.Lock()
 	hold, entered, fail := a.hold, a.entered, a.fail
 	a.mu.Unlock()

@@ -165,10 +165,14 @@ func (m *Manager) token(ctx context.Context, k key) (authenticationv1.TokenReque
 			k.namespace, k.serviceAccount, k.audience, context.Cause(ctx))
 	}
 	if res.Err == nil {
-		return *res.Val.(*authenticationv1.TokenRequestStatus), nil
+		if st, ok := res.Val.(*authenticationv1.TokenRequestStatus); ok {
+			return *st, nil
+		}
+		return authenticationv1.TokenRequestStatus{}, errors.New("tokens: internal error: a request returned no token status")
 	}
-	// A renewal failed: a token still valid serves until it expires.
-	if cached != nil && now.Before(cached.ExpirationTimestamp.Time) {
+	// A renewal failed: a token still valid serves until it expires, unless
+	// its service account is gone (its tokens died with it).
+	if cached != nil && now.Before(cached.ExpirationTimestamp.Time) && !apierrors.IsNotFound(res.Err) {
 		klog.ErrorS(res.Err, "cannot renew a service account token, using the current one until it expires",
 			"namespace", k.namespace, "serviceAccount", k.serviceAccount, "audience", k.audience,
 			"expiration", cached.ExpirationTimestamp.Time)

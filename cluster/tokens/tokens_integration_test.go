@@ -67,16 +67,7 @@ func TestTokenRequestAgainstAPIServer(t *testing.T) {
 		t.Errorf("token subject %q, want %q", claims.Sub, want)
 	}
 
-	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: st.Token, Audiences: []string{aud}}}
-	rev, err := cs.AuthenticationV1().TokenReviews().Create(ctx, tr, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rev.Status.Authenticated || rev.Status.User.Username != "system:serviceaccount:tokens-test:app" ||
-		!slices.Contains(rev.Status.Audiences, aud) {
-		t.Errorf("TokenReview: authenticated %v as %q for %v; want the service account, audience %s",
-			rev.Status.Authenticated, rev.Status.User.Username, rev.Status.Audiences, aud)
-	}
+	review(t, cs, st.Token, aud)
 
 	again, err := m.Tokens(ctx, ns.Name, sa.Name, []string{aud})
 	if err != nil || again != attr {
@@ -92,6 +83,22 @@ func TestTokenRequestAgainstAPIServer(t *testing.T) {
 	}
 	if n := m.Len(); n != 0 {
 		t.Errorf("%d cache entries after NotFound, want 0", n)
+	}
+}
+
+// review has the API server authenticate token for aud.
+func review(t *testing.T, cs kubernetes.Interface, token, aud string) {
+	t.Helper()
+	ctx := t.Context()
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{aud}}}
+	rev, err := cs.AuthenticationV1().TokenReviews().Create(ctx, tr, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rev.Status.Authenticated || rev.Status.User.Username != "system:serviceaccount:tokens-test:app" ||
+		!slices.Contains(rev.Status.Audiences, aud) {
+		t.Errorf("TokenReview: authenticated %v as %q for %v; want the service account, audience %s",
+			rev.Status.Authenticated, rev.Status.User.Username, rev.Status.Audiences, aud)
 	}
 }
 
