@@ -45,11 +45,11 @@ func wantTokenRequests(t *testing.T, base, got *storagev1.CSIDriver, want []stor
 	}
 }
 
-// documentedExample returns the example overlay in the component's
-// comments, uncommented.
-func documentedExample(t *testing.T, mem filesys.FileSystem) string {
+// documentedExample returns the example overlay in the comments of the
+// component at path, uncommented.
+func documentedExample(t *testing.T, mem filesys.FileSystem, path string) string {
 	t.Helper()
-	data, err := mem.ReadFile("/deploy/" + tokenAudiencesPath + "/kustomization.yaml")
+	data, err := mem.ReadFile("/deploy/" + path + "/kustomization.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestTokenAudiencesComponent(t *testing.T) {
 		})
 	}
 	t.Run("documented example", func(t *testing.T) {
-		if err := mem.WriteFile("/overlay/kustomization.yaml", []byte(documentedExample(t, mem))); err != nil {
+		if err := mem.WriteFile("/overlay/kustomization.yaml", []byte(documentedExample(t, mem, tokenAudiencesPath))); err != nil {
 			t.Fatal(err)
 		}
 		r := mustRender(t, mem, "/overlay")

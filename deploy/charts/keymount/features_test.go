@@ -31,6 +31,7 @@ func TestAllFeatures(t *testing.T) {
 		{"providers", checkProviders},
 		{"priority class", checkPriorityClass},
 		{"labels", checkLabels},
+		{"controller guard rails", checkControllerPolicies},
 	} {
 		t.Run(check.name, func(t *testing.T) { check.fn(t, r) })
 	}

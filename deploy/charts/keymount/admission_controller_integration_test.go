@@ -1,0 +1,380 @@
+//go:build integration
+
+package keymount_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/releaseutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/keymount/keymount/tests/k8senv"
+)
+
+// The controller's user as the chart names it, and another service
+// account of the same namespace with the same RBAC rules.
+const (
+	controllerUser = "system:serviceaccount:" + namespace + ":" + releaseName + "-controller"
+	otherUser      = "system:serviceaccount:" + namespace + ":someone-else"
+	// policyAudience is the audience the test's release configures.
+	policyAudience = "vault"
+)
+
+// guardRails is the control plane with the chart's controller policies in
+// force, a namespace for the Secrets, and clients as the controller, as
+// another service account and as an administrator.
+type guardRails struct {
+	admin, controller, other kubernetes.Interface
+	ns                       string
+}
+
+// impersonating returns a client of env's administrator impersonating the
+// service account user.
+func impersonating(t *testing.T, env *k8senv.Env, user string) kubernetes.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+// controllerPolicies renders the chart's controller admission policies and
+// bindings with vals.
+func controllerPolicies(t *testing.T, vals map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := renderRaw(loadChart(t), vals)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, doc := range releaseutil.SplitManifests(out["keymount/templates/admission-controller.yaml"]) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, u)
+	}
+	if len(objs) != 10 {
+		t.Fatalf("the chart renders %d controller admission objects, want 5 policies and 5 bindings", len(objs))
+	}
+	return objs
+}
+
+// startGuardRails starts an API server, grants both service accounts every
+// verb on Secrets and TokenRequests (RBAC is not what is tested), applies
+// the chart's policies as rendered and waits until the API server has
+// checked every one of them.
+func startGuardRails(t *testing.T) *guardRails {
+	t.Helper()
+	// kube-controller-manager's status controller type-checks the policies.
+	env := k8senv.Start(t, k8senv.Options{ControllerManager: true, Controllers: []string{"validatingadmissionpolicy-status-controller"}})
+	ctx := t.Context()
+	g := &guardRails{admin: kubernetes.NewForConfigOrDie(env.Config),
+		controller: impersonating(t, env, controllerUser), other: impersonating(t, env, otherUser)}
+	ensureNamespace(ctx, t, g.admin)
+	ns, err := g.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "apps-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.ns = ns.Name
+	if _, err := g.admin.CoreV1().ServiceAccounts(g.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-secret-writer"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
+	}}
+	if _, err := g.admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-secret-writer"},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{
+			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controllerUser},
+			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: otherUser},
+		}}
+	if _, err := g.admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a := newApplier(t, env)
+	vals := map[string]any{"controller": map[string]any{"enabled": true,
+		"tokenRequestAudiences": []any{map[string]any{"audience": policyAudience}}}}
+	for _, obj := range controllerPolicies(t, vals) {
+		if err := a.apply(ctx, obj, "helm", false); err != nil {
+			t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	g.waitTypeChecked(t)
+	return g
+}
+
+// waitTypeChecked waits until the API server has type-checked every
+// controller policy, and fails on any warning (a misspelt field, an
+// expression of the wrong type).
+func (g *guardRails) waitTypeChecked(t *testing.T) {
+	t.Helper()
+	policies := g.admin.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	var list *admissionregistrationv1.ValidatingAdmissionPolicyList
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := policies.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		list = l
+		for _, p := range list.Items {
+			if p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
+				return false, nil
+			}
+		}
+		return len(list.Items) == 5, nil
+	})
+	if err != nil {
+		t.Fatalf("the API server never type-checked the 5 policies: %v (%+v)", err, list)
+	}
+	for _, p := range list.Items {
+		for _, w := range p.Status.TypeChecking.ExpressionWarnings {
+			t.Errorf("policy %s: %s: %s", p.Name, w.FieldRef, w.Warning)
+		}
+	}
+}
+
+// request is one write as a user; it returns the API server's answer.
+type request struct {
+	name string
+	do   func(ctx context.Context, c kubernetes.Interface, ns string) error
+}
+
+// ownerRef is an owner reference to the SecretSync name (or of another
+// kind and apiVersion).
+func ownerRef(apiVersion, kind, name string) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID("0a3c8d8e-" + name)}
+}
+
+func secretSyncOwner(name string) metav1.OwnerReference {
+	return ownerRef("secret-sync.x-k8s.io/v1alpha1", "SecretSync", name)
+}
+
+// createSecret is a request that creates Secret name of typ with owners.
+func createSecret(what, name string, typ corev1.SecretType, owners ...metav1.OwnerReference) request {
+	return request{name: what, do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, OwnerReferences: owners,
+			Labels: map[string]string{"secrets-store.sync.x-k8s.io": ""}},
+			Type: typ, StringData: map[string]string{"key": "value"}}
+		if typ == corev1.SecretTypeTLS {
+			s.StringData[corev1.TLSCertKey], s.StringData[corev1.TLSPrivateKeyKey] = "cert", "key"
+		}
+		if typ == corev1.SecretTypeServiceAccountToken {
+			s.Annotations = map[string]string{corev1.ServiceAccountNameKey: "app"}
+		}
+		_, err := c.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: "keymount-test"})
+		return err
+	}}
+}
+
+// patchSecret is a request that merge-patches Secret name.
+func patchSecret(what, name, patch string) request {
+	return request{name: what, do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+		_, err := c.CoreV1().Secrets(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "keymount-test"})
+		return err
+	}}
+}
+
+// tokenRequest is a request for a token of ServiceAccount app.
+func tokenRequest(what string, seconds *int64, audiences ...string) request {
+	return request{name: what, do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+		tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: seconds}}
+		_, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "app", tr, metav1.CreateOptions{})
+		return err
+	}}
+}
+
+// wantDenied fails unless err is the policies' denial naming want.
+func wantDenied(t *testing.T, who string, r request, err error, want string) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("%s: %s: %v, want denied by the policy (%q)", who, r.name, err, want)
+	}
+}
+
+// namespace creates a namespace with ServiceAccount app, the Secret db as
+// the controller leaves it (owned by the SecretSync db) and the Secret
+// theirs that someone else created (no owner).
+func (g *guardRails) namespace(t *testing.T) string {
+	t.Helper()
+	ctx := t.Context()
+	ns, err := g.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "apps-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.admin.CoreV1().ServiceAccounts(ns.Name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []request{createSecret("db", "db", corev1.SecretTypeOpaque, secretSyncOwner("db")), createSecret("theirs", "theirs", corev1.SecretTypeOpaque)} {
+		if err := r.do(ctx, g.admin, ns.Name); err != nil {
+			t.Fatalf("create Secret %s: %v", r.name, err)
+		}
+	}
+	return ns.Name
+}
+
+// A denied request and the words of the denial.
+type denial struct {
+	r    request
+	want string
+}
+
+// Words of each rail's denial.
+const (
+	deniedType     = "keymount-controller may not write a Secret of type"
+	deniedSAToken  = "keymount-controller may never write a Secret of type kubernetes.io/service-account-token"
+	deniedOwner    = "only with exactly one owner reference, to the SecretSync"
+	deniedTakeover = "it is not owned by the SecretSync of the same name alone"
+	deniedDelete   = "keymount-controller never deletes Secrets"
+	deniedAud      = "only for one of the audiences it is configured with"
+	deniedTTL      = "only with expirationSeconds 600"
+)
+
+// deniedRequests are the requests a guard rail refuses the controller, in
+// an order that keeps the Secrets they name (deletes last).
+func deniedRequests() []denial {
+	ttl := func(s int64) *int64 { return &s }
+	ownerJSON := `{"apiVersion":"secret-sync.x-k8s.io/v1alpha1","kind":"SecretSync","name":"%s","uid":"0a3c8d8e-%s"}`
+	owner := func(name string) string { return strings.ReplaceAll(ownerJSON, "%s", name) }
+	return []denial{
+		{createSecret("a Secret of a type not allowed", "odd", "example.com/custom", secretSyncOwner("odd")), deniedType},
+		{createSecret("a Secret without owner", "plain", corev1.SecretTypeOpaque), deniedOwner},
+		{createSecret("a Secret with a second owner", "two", corev1.SecretTypeOpaque, secretSyncOwner("two"), ownerRef("v1", "ConfigMap", "two")), deniedOwner},
+		{createSecret("a Secret owned by the SecretSync of another name", "mine", corev1.SecretTypeOpaque, secretSyncOwner("yours")), deniedOwner},
+		{createSecret("a Secret owned by a SecretSync of another version", "v2", corev1.SecretTypeOpaque, ownerRef("secret-sync.x-k8s.io/v1beta1", "SecretSync", "v2")), deniedOwner},
+		{createSecret("a Secret owned by another kind of the name", "app", corev1.SecretTypeOpaque, ownerRef("apps/v1", "Deployment", "app")), deniedOwner},
+		{patchSecret("removing the owner of its Secret", "db", `{"metadata":{"ownerReferences":null}}`), deniedOwner},
+		{patchSecret("adding a second owner to its Secret", "db", `{"metadata":{"ownerReferences":[`+owner("db")+`,`+owner("other")+`]}}`), deniedOwner},
+		{patchSecret("taking over someone else's Secret", "theirs", `{"metadata":{"ownerReferences":[`+owner("theirs")+`]}}`), deniedTakeover},
+		{patchSecret("writing into someone else's Secret", "theirs", `{"stringData":{"key":"new"}}`), deniedOwner},
+		{tokenRequest("a token for another audience", ttl(600), "other"), deniedAud},
+		{tokenRequest("a token for two audiences", ttl(600), policyAudience, "other"), deniedAud},
+		{tokenRequest("a token for an hour", ttl(3600), policyAudience), deniedTTL},
+		{tokenRequest("a token of the default lifetime", nil, policyAudience), deniedTTL},
+		{request{name: "deleting its Secret", do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+			return c.CoreV1().Secrets(ns).Delete(ctx, "db", metav1.DeleteOptions{})
+		}}, deniedDelete},
+		{request{name: "deleting every Secret", do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+			return c.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		}}, deniedDelete},
+	}
+}
+
+// TestControllerAdmissionPolicies: with the chart's controller policies as
+// rendered (controller.enabled, one token audience), on a real API server,
+// the controller's ServiceAccount creates, updates and applies the Secrets
+// of its SecretSyncs and requests a token as keymount-controller does,
+// while each guard rail refuses it what it guards (a type not allowed, a
+// service account token, any owner but the SecretSync of the same name,
+// another's Secret, deletes, other audiences or lifetimes); another service
+// account with the same RBAC rules is refused none of it.
+func TestControllerAdmissionPolicies(t *testing.T) {
+	g := startGuardRails(t)
+	ctx := t.Context()
+	ns := g.namespace(t)
+	// The policies are in force once the API server's admission has loaded
+	// them: a dry run of a delete shows it.
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = g.controller.CoreV1().Secrets(ns).Delete(ctx, "db", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return last != nil && strings.Contains(last.Error(), deniedDelete), nil
+	})
+	if err != nil {
+		t.Fatalf("the policies never denied the controller's delete: %v (last answer: %v)", err, last)
+	}
+	t.Run("the controller's own writes are admitted", func(t *testing.T) { testControllerAdmitted(t, g, ns) })
+	t.Run("each guard rail refuses the controller", func(t *testing.T) {
+		for _, d := range deniedRequests() {
+			wantDenied(t, "the controller", d.r, d.r.do(ctx, g.controller, ns), d.want)
+		}
+		s, err := g.admin.CoreV1().Secrets(ns).Get(ctx, "db", metav1.GetOptions{})
+		if err != nil || len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Name != "db" {
+			t.Errorf("Secret db after the denials: %v, %v; want it kept with its one owner", s, err)
+		}
+		if s, err := g.admin.CoreV1().Secrets(ns).Get(ctx, "theirs", metav1.GetOptions{}); err != nil || len(s.OwnerReferences) != 0 || string(s.Data["key"]) != "value" {
+			t.Errorf("Secret theirs after the denials: %v, %v; want it unchanged", s, err)
+		}
+	})
+	t.Run("a service account token Secret", func(t *testing.T) { testNoSATokens(t, g, ns) })
+	t.Run("other users are not bound", func(t *testing.T) {
+		other := g.namespace(t)
+		for _, d := range deniedRequests() {
+			if err := d.r.do(ctx, g.other, other); err != nil {
+				t.Errorf("another service account: %s: %v, want admitted", d.r.name, err)
+			}
+		}
+		sa := createSecret("a service account token Secret", "sa", corev1.SecretTypeServiceAccountToken)
+		if err := sa.do(ctx, g.other, other); err != nil {
+			t.Errorf("another service account: %s: %v, want admitted", sa.name, err)
+		}
+	})
+}
+
+// testControllerAdmitted: what keymount-controller does passes every rail.
+func testControllerAdmitted(t *testing.T, g *guardRails, ns string) {
+	ctx := t.Context()
+	admitted := []request{
+		createSecret("creating the Secret of SecretSync web", "web", corev1.SecretTypeOpaque, secretSyncOwner("web")),
+		createSecret("creating a TLS Secret", "cert", corev1.SecretTypeTLS, secretSyncOwner("cert")),
+		patchSecret("updating its Secret's data", "db", `{"stringData":{"key":"rotated"}}`),
+		{name: "server-side apply of a new Secret", do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+			body := `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"applied","labels":{"secrets-store.sync.x-k8s.io":""},` +
+				`"ownerReferences":[{"apiVersion":"secret-sync.x-k8s.io/v1alpha1","kind":"SecretSync","name":"applied","uid":"0a3c8d8e-applied"}]},` +
+				`"type":"Opaque","data":{"key":"dmFsdWU="}}`
+			_, err := c.CoreV1().Secrets(ns).Patch(ctx, "applied", types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: "keymount-controller", Force: new(true)})
+			return err
+		}},
+		tokenRequest("a token for the configured audience, for 600 s", new(int64(600)), policyAudience),
+	}
+	for _, r := range admitted {
+		if err := r.do(ctx, g.controller, ns); err != nil {
+			t.Errorf("the controller: %s: %v, want admitted", r.name, err)
+		}
+	}
+}
+
+// testNoSATokens: the controller may not write a service account token
+// Secret, and not even when its allowed types are widened to that type by
+// hand: the no-sa-tokens rail holds on its own.
+func testNoSATokens(t *testing.T, g *guardRails, ns string) {
+	ctx := t.Context()
+	sa := createSecret("a service account token Secret", "sa", corev1.SecretTypeServiceAccountToken, secretSyncOwner("sa"))
+	wantDenied(t, "the controller", sa, sa.do(ctx, g.controller, ns), "kubernetes.io/service-account-token")
+	policies := g.admin.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	name := releaseName + "-controller-secret-types"
+	patch := `[{"op":"replace","path":"/spec/variables/0/expression","value":"['Opaque', 'kubernetes.io/service-account-token']"}]`
+	if _, err := policies.Patch(ctx, name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Once the widened types are in force, the type rail admits the Secret
+	// and the no-sa-tokens rail alone denies it.
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := sa.do(ctx, g.controller, ns); ctx.Err() == nil {
+			last = err
+		}
+		return last != nil && strings.Contains(last.Error(), deniedSAToken) && !strings.Contains(last.Error(), deniedType), nil
+	})
+	if err != nil {
+		t.Errorf("with the service account token type allowed, the no-sa-tokens rail never denied %s alone: %v (last answer: %v)", sa.name, err, last)
+	}
+	wantDenied(t, "the controller", sa, last, deniedSAToken)
+}

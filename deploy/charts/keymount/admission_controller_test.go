@@ -1,0 +1,152 @@
+package keymount_test
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+)
+
+// controllerRails are the names (after <fullname>-controller-) of
+// keymount-controller's admission policies, one per guard rail.
+var controllerRails = []string{"no-sa-tokens", "no-secret-deletes", "secret-owner", "secret-types", "token-requests"}
+
+// controllerPolicyNames returns the names of the policies (and bindings)
+// of keymount-controller that r renders.
+func controllerPolicyNames(r *release) (policies, bindings []string) {
+	for name := range r.policies {
+		if strings.Contains(name, "-controller-") {
+			policies = append(policies, name)
+		}
+	}
+	for name := range r.policyBinds {
+		if strings.Contains(name, "-controller-") {
+			bindings = append(bindings, name)
+		}
+	}
+	slices.Sort(policies)
+	slices.Sort(bindings)
+	return policies, bindings
+}
+
+// variable returns the expression of p's variable name.
+func variable(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, name string) string {
+	t.Helper()
+	if p == nil {
+		t.Fatalf("no policy with a variable %s", name)
+	}
+	for _, v := range p.Spec.Variables {
+		if v.Name == name {
+			return v.Expression
+		}
+	}
+	t.Fatalf("policy %s has no variable %s", p.Name, name)
+	return ""
+}
+
+// TestControllerPoliciesOptIn: the controller's guard rails are rendered
+// only with controller.enabled (not by default, not with upstream's values),
+// then all five, each bound with Deny, failing closed, matching the
+// controller's ServiceAccount <fullname>-controller in the release
+// namespace alone.
+func TestControllerPoliciesOptIn(t *testing.T) {
+	for _, f := range []string{"", upstreamValues} {
+		if p, b := controllerPolicyNames(render(t, f)); len(p)+len(b) > 0 {
+			t.Errorf("values %q render the controller's policies %v and bindings %v", f, p, b)
+		}
+	}
+	r := renderValues(t, map[string]any{"fullnameOverride": "km", "controller": map[string]any{"enabled": true}})
+	var want []string
+	for _, rail := range controllerRails {
+		want = append(want, "km-controller-"+rail)
+	}
+	policies, bindings := controllerPolicyNames(r)
+	if !slices.Equal(policies, want) || !slices.Equal(bindings, want) {
+		t.Fatalf("policies %v, bindings %v; want %v each", policies, bindings, want)
+	}
+	match := "request.userInfo.username == 'system:serviceaccount:" + namespace + ":km-controller'"
+	for _, name := range want {
+		p, b := r.policies[name], r.policyBinds[name]
+		if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != match {
+			t.Errorf("%s: matchConditions %+v, want %q", name, p.Spec.MatchConditions, match)
+		}
+		if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail {
+			t.Errorf("%s: failurePolicy %v, want Fail", name, p.Spec.FailurePolicy)
+		}
+		if b.Spec.PolicyName != name || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+			t.Errorf("binding %+v, want %s with Deny", b.Spec, name)
+		}
+	}
+}
+
+// TestControllerPolicyValues: the allowed Secret types are upstream's by
+// default and follow controller.allowedSecretTypes; the token audiences are
+// controller.tokenRequestAudiences (objects or plain names), with the AWS
+// provider's when it is on, each once; none by default. Values the
+// policies cannot hold fail the render with the key to fix.
+func TestControllerPolicyValues(t *testing.T) {
+	on := map[string]any{"enabled": true}
+	r := renderValues(t, map[string]any{"controller": on})
+	upstreamTypes := "['Opaque', 'kubernetes.io/basic-auth', 'bootstrap.kubernetes.io/token', 'kubernetes.io/dockerconfigjson', " +
+		"'kubernetes.io/dockercfg', 'kubernetes.io/ssh-auth', 'kubernetes.io/tls']"
+	if got := variable(t, r.policies[releaseName+"-controller-secret-types"], "allowedTypes"); got != upstreamTypes {
+		t.Errorf("default allowed types %s, want upstream's %s", got, upstreamTypes)
+	}
+	if got := variable(t, r.policies[releaseName+"-controller-token-requests"], "allowedAudiences"); got != "[]" {
+		t.Errorf("default audiences %s, want none", got)
+	}
+	r = renderValues(t, map[string]any{
+		"controller": map[string]any{"enabled": true, "allowedSecretTypes": []any{"Opaque", "kubernetes.io/tls"},
+			"tokenRequestAudiences": []any{map[string]any{"audience": "api://AzureADTokenExchange"}, "vault", map[string]any{"audience": "sts.amazonaws.com"}}},
+		"providers": map[string]any{"aws": map[string]any{"enabled": true}},
+	})
+	if got, want := variable(t, r.policies[releaseName+"-controller-secret-types"], "allowedTypes"), "['Opaque', 'kubernetes.io/tls']"; got != want {
+		t.Errorf("allowed types %s, want %s", got, want)
+	}
+	want := "['api://AzureADTokenExchange', 'vault', 'sts.amazonaws.com', 'pods.eks.amazonaws.com']"
+	if got := variable(t, r.policies[releaseName+"-controller-token-requests"], "allowedAudiences"); got != want {
+		t.Errorf("audiences %s, want %s", got, want)
+	}
+	for _, tc := range []struct {
+		name       string
+		controller map[string]any
+		want       string
+	}{
+		{"service account token type", map[string]any{"allowedSecretTypes": []any{"Opaque", "kubernetes.io/service-account-token"}}, "controller.allowedSecretTypes: kubernetes.io/service-account-token is never allowed"},
+		{"quote in a type", map[string]any{"allowedSecretTypes": []any{"x' || true || '"}}, "controller.allowedSecretTypes"},
+		{"quote in an audience", map[string]any{"tokenRequestAudiences": []any{"a' || true || '"}}, "controller.tokenRequestAudiences"},
+		{"audience without name", map[string]any{"tokenRequestAudiences": []any{map[string]any{"expirationSeconds": 600}}}, "controller.tokenRequestAudiences"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := map[string]any{"controller": merge(on, tc.controller)}
+			if _, err := renderRaw(loadChart(t), vals); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("render: %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestControllerPoliciesMatchKustomize: components/controller-admission
+// ships the chart's controller policies and bindings (for the release
+// keymount in kube-system with the default values), spec for spec.
+func TestControllerPoliciesMatchKustomize(t *testing.T) {
+	k := kustomize(t, "", "controller-admission")
+	r := renderValues(t, map[string]any{"controller": map[string]any{"enabled": true}})
+	if len(k.policies) != len(controllerRails) {
+		t.Errorf("the component ships policies %v, want one per rail", slices.Sorted(maps.Keys(k.policies)))
+	}
+	comparePolicies(t, k, r)
+}
+
+// checkControllerPolicies: all-features.yaml's controller values reach the
+// guard rails, the AWS provider's audiences with them.
+func checkControllerPolicies(t *testing.T, r *release) {
+	t.Helper()
+	types := variable(t, r.policies[releaseName+"-controller-secret-types"], "allowedTypes")
+	audiences := variable(t, r.policies[releaseName+"-controller-token-requests"], "allowedAudiences")
+	if types != "['Opaque', 'kubernetes.io/tls']" || audiences != "['vault', 'sts.amazonaws.com', 'pods.eks.amazonaws.com']" {
+		t.Errorf("allowed types %s, audiences %s; want all-features.yaml's (and the AWS provider's audiences)", types, audiences)
+	}
+}
