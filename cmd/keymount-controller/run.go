@@ -13,8 +13,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/cluster/restart"
+	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/cluster/synchash"
 	"github.com/keymount/keymount/cluster/tokens"
 	"github.com/keymount/keymount/driver/providerclient"
