@@ -78,10 +78,12 @@ func TestHashCoversSourcesAndContent(t *testing.T) {
 	}
 	var seen []string
 	for name, mutate := range map[string]func(ss *ss1.SecretSync, class *secretsstorev1.SecretProviderClass, c *content){
-		"value":                func(_ *ss1.SecretSync, _ *secretsstorev1.SecretProviderClass, c *content) { c.data["k"] = []byte("v2") },
-		"label":                func(_ *ss1.SecretSync, _ *secretsstorev1.SecretProviderClass, c *content) { c.labels["x"] = "y" },
-		"class generation":     func(_ *ss1.SecretSync, cl *secretsstorev1.SecretProviderClass, _ *content) { cl.Generation = 2 },
-		"forceSynchronization": func(s *ss1.SecretSync, _ *secretsstorev1.SecretProviderClass, _ *content) { s.Spec.ForceSynchronization = "f" },
+		"value":            func(_ *ss1.SecretSync, _ *secretsstorev1.SecretProviderClass, c *content) { c.data["k"] = []byte("v2") },
+		"label":            func(_ *ss1.SecretSync, _ *secretsstorev1.SecretProviderClass, c *content) { c.labels["x"] = "y" },
+		"class generation": func(_ *ss1.SecretSync, cl *secretsstorev1.SecretProviderClass, _ *content) { cl.Generation = 2 },
+		"forceSynchronization": func(s *ss1.SecretSync, _ *secretsstorev1.SecretProviderClass, _ *content) {
+			s.Spec.ForceSynchronization = "f"
+		},
 	} {
 		ss2, class2 := ss.DeepCopy(), class.DeepCopy()
 		c2, _ := desiredContent(ss2, files("a", "v1"))
