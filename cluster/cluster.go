@@ -55,7 +55,7 @@ type Cluster struct {
 	events   *eventSink
 	live     kube.Reader // reads the API server directly (adoption checks)
 	cache    *kube.Cache
-	changes  *changes // subPath warnings and restarts on change
+	changes  *changes // subPath warnings on change
 
 	// presynced holds, per volume, the condition of the Secret sync a
 	// first publish did before kubelet's answer (SyncMissing), for that
@@ -114,9 +114,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.SyncSecrets {
 		cl.sync = secretsync.New(live, rd, cfg.Node, cfg.DriverName, events.recorder)
 	}
-	if cl.changes, err = newChanges(cfg, rd, events.recorder); err != nil {
-		return nil, err
-	}
+	cl.changes = newChanges(cfg, rd, events.recorder)
 	return cl, nil
 }
 
@@ -207,7 +205,7 @@ func (c *Cluster) AfterPublish(ctx context.Context, o *driver.Outcome) error {
 	if c.sync != nil && !done {
 		synced, syncErr = c.sync.Sync(ctx, o)
 	}
-	c.restartOnChange(ctx, o)
+	c.warnOnChange(ctx, o)
 	return errors.Join(syncErr, c.status.Publish(ctx, o, synced))
 }
 

@@ -18,14 +18,26 @@ const (
 	restartRole         = "keymount-restart-on-change"
 )
 
-// restartRules are the rules a restart on change needs (cluster/restart):
-// a ReplicaSet (its selector and owner) to find its Deployment, get and patch of the
-// workload, and events on it.
+// restartRules are the rules keymount-controller's restart on change needs
+// (cluster/restart): pod statuses (the node's change reports), the pod and
+// its class, a ReplicaSet (its selector and owner) to find its Deployment,
+// the workloads (a trimmed watch, get and patch), the synced Secrets (a
+// watch by label), and events.
 var restartRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get"}},
-	{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"get", "patch"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"get", "list", "watch", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"secrets-store.csi.x-k8s.io"}, Resources: []string{"secretproviderclasses"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"secrets-store.csi.x-k8s.io"}, Resources: []string{"secretproviderclasspodstatuses"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 }
+
+// controllerSubject is keymount-controller's ServiceAccount.
+var controllerSubject = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "keymount-controller", Namespace: "kube-system"}
+
+// driverSubject is the node driver's ServiceAccount.
+var driverSubject = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "keymount", Namespace: "kube-system"}
 
 // clusterRoleBindings renders dir and returns its ClusterRoleBindings by name.
 func clusterRoleBindings(t *testing.T, mem filesys.FileSystem, dir string) map[string]*rbacv1.ClusterRoleBinding {
@@ -62,8 +74,8 @@ func grantsApps(role *rbacv1.ClusterRole) bool {
 	return false
 }
 
-// TestBaseCannotRestart: without the component no role of the driver
-// reaches workloads, and no admission policy is needed.
+// TestBaseCannotRestart: without the component no role reaches workloads,
+// and no admission policy is needed.
 func TestBaseCannotRestart(t *testing.T) {
 	r := mustRender(t, deployFS(t), "/deploy")
 	if len(r.policies)+len(r.policyBinds) > 0 {
@@ -76,9 +88,31 @@ func TestBaseCannotRestart(t *testing.T) {
 	}
 }
 
+// TestDriverNeverReachesWorkloads: restart on change left the nodes. With
+// any set of components, no ClusterRole bound to the node driver's
+// ServiceAccount has a rule on the apps group.
+func TestDriverNeverReachesWorkloads(t *testing.T) {
+	mem := deployFS(t)
+	for _, components := range [][]string{
+		nil, {restartOnChangePath}, {registrarSidecarPath, restartOnChangePath, secretSyncPath, tokenAudiencesPath},
+	} {
+		dir := "/deploy"
+		if components != nil {
+			dir = overlay(t, mem, components...)
+		}
+		r := mustRender(t, mem, dir)
+		for name, b := range clusterRoleBindings(t, mem, dir) {
+			role := r.clusterRoles[b.RoleRef.Name]
+			if role != nil && slices.Contains(b.Subjects, driverSubject) && grantsApps(role) {
+				t.Errorf("components %v: binding %s gives the driver %s, which has a rule on apps: %+v", components, name, role.Name, role.Rules)
+			}
+		}
+	}
+}
+
 // TestRestartOnChangeComponent: the component adds one ClusterRole with
-// exactly the rules a restart needs, bound to the driver's service account,
-// and changes nothing else, alone and with the other components.
+// exactly the rules a restart needs, bound to keymount-controller's service
+// account, and changes nothing else, alone and with the other components.
 func TestRestartOnChangeComponent(t *testing.T) {
 	mem := deployFS(t)
 	base := mustRender(t, mem, "/deploy")
@@ -102,14 +136,14 @@ func TestRestartOnChangeComponent(t *testing.T) {
 				t.Errorf("rules (-want +got):\n%s", diff)
 			}
 			b, ok := clusterRoleBindings(t, mem, dir)[restartRole]
-			wantSubjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "keymount", Namespace: "kube-system"}}
+			wantSubjects := []rbacv1.Subject{controllerSubject}
 			switch {
 			case !ok:
 				t.Errorf("no ClusterRoleBinding %s", restartRole)
 			case b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: restartRole}):
 				t.Errorf("binding's roleRef %+v", b.RoleRef)
 			case !cmp.Equal(wantSubjects, b.Subjects):
-				t.Errorf("binding's subjects %+v, want the driver's service account", b.Subjects)
+				t.Errorf("binding's subjects %+v, want keymount-controller's service account", b.Subjects)
 			}
 			checkRestartPolicy(t, r)
 			// The component is RBAC only: no other role changes.
@@ -129,7 +163,8 @@ func TestRestartOnChangeComponent(t *testing.T) {
 }
 
 // checkRestartPolicy: the component's admission policy matches updates of
-// the workloads the role may patch, by the driver's service account alone,
+// the workloads the role may patch, by keymount-controller's service
+// account alone,
 // and is bound with Deny; kustomize's namespace leaves both cluster-scoped.
 func checkRestartPolicy(t *testing.T, r *rendered) {
 	t.Helper()
@@ -140,7 +175,7 @@ func checkRestartPolicy(t *testing.T, r *rendered) {
 	if p.Namespace != "" || b.Namespace != "" {
 		t.Errorf("namespaces %q, %q on cluster-scoped objects", p.Namespace, b.Namespace)
 	}
-	want := "request.userInfo.username == 'system:serviceaccount:kube-system:keymount'"
+	want := "request.userInfo.username == 'system:serviceaccount:kube-system:keymount-controller'"
 	if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != want {
 		t.Errorf("matchConditions %+v, want %q", p.Spec.MatchConditions, want)
 	}

@@ -27,8 +27,10 @@ const (
 	// RestartAnnotation "true" on a class, or on a workload's pod template,
 	// restarts the workload (Deployment, StatefulSet, DaemonSet) when a
 	// refresh changes its volume's content; "false" on a pod opts it out of
-	// its class's "true". Package restart sets the pod-template annotation
-	// keymount.io/rollout-<class> (restart.RolloutAnnotationPrefix) that
-	// does it.
+	// its class's "true". On a workload (or its pod template) it also
+	// restarts it when a SecretSync's Secret it consumes changes.
+	// keymount-controller (package cluster/restart) sets the pod-template
+	// annotation keymount.io/rollout-<class> (restart.RolloutAnnotationPrefix)
+	// that does it; the node driver only reports the change.
 	RestartAnnotation = "keymount.io/restart-on-change"
 )

@@ -22,6 +22,11 @@ const (
 	// rotation annotation (the message names it; the node's default
 	// applies); absent otherwise.
 	ConditionRotationPolicy = "RotationPolicyValid"
+	// ConditionContentChanged is True once a refresh changed the mounted
+	// content after the first mount (lastTransitionTime: the first such
+	// change); absent before. With objects it is the change report
+	// keymount-controller restarts workloads from (restart on change).
+	ConditionContentChanged = "ContentChanged"
 )
 
 // SecretProviderClassObject is one object mounted into a pod.

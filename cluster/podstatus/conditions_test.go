@@ -182,3 +182,56 @@ func TestPolicyProblemsAndHandledTriggers(t *testing.T) {
 	}
 	f.publishCounting(t, next, nil, 0)
 }
+
+// TestPublishContentChanged: the change report keymount-controller restarts
+// workloads from. A first publish has no ContentChanged; a refresh that
+// finds nothing new writes nothing; a failed one sets none; a refresh that
+// changed the objects sets it True in the same write as the new versions;
+// a later change keeps its first transition time and costs no more writes
+// than the versions do.
+func TestPublishContentChanged(t *testing.T) {
+	f := newFixture(t)
+	first := outcome(t0)
+	f.publishCounting(t, first, nil, 1)
+	has := func(st *secretsstorev1.SecretProviderClassPodStatus) bool {
+		for _, c := range st.Status.Conditions {
+			if c.Type == secretsstorev1.ConditionContentChanged {
+				return true
+			}
+		}
+		return false
+	}
+	if has(f.get(t)) {
+		t.Fatalf("a first publish reports a change: %+v", f.get(t).Status.Conditions)
+	}
+	f.publishCounting(t, republish(first, t0), nil, 0)
+	failed := republish(first, t0)
+	failed.Err, failed.Changed = errors.New("store down"), true
+	f.publishCounting(t, failed, nil, 1)
+	if has(f.get(t)) {
+		t.Errorf("a failed refresh reports a change")
+	}
+
+	t1 := t0.Add(2 * time.Minute)
+	f.clk.SetTime(t1)
+	changed := republish(first, t1)
+	changed.Changed = true
+	changed.Objects[0].Version = "v8"
+	f.publishCounting(t, changed, nil, 1)
+	st := f.get(t)
+	wantCondition(t, st, secretsstorev1.ConditionContentChanged, metav1.ConditionTrue, podstatus.ReasonObjectsChanged,
+		condition(t, st, secretsstorev1.ConditionContentChanged).Message, t1)
+	if st.Status.Objects[0].Version != "v8" && st.Status.Objects[1].Version != "v8" {
+		t.Errorf("objects %+v, want the new version", st.Status.Objects)
+	}
+
+	t2 := t1.Add(2 * time.Minute)
+	f.clk.SetTime(t2)
+	again := republish(changed, t2)
+	again.Changed = true
+	again.Objects[0].Version = "v9"
+	f.publishCounting(t, again, nil, 1)
+	wantCondition(t, f.get(t), secretsstorev1.ConditionContentChanged, metav1.ConditionTrue, podstatus.ReasonObjectsChanged,
+		condition(t, st, secretsstorev1.ConditionContentChanged).Message, t1)
+	f.publishCounting(t, republish(again, t2), nil, 0)
+}

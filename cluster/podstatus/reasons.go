@@ -9,4 +9,6 @@ const (
 	ReasonRefreshFailed = "RefreshFailed"
 	// ReasonInvalidAnnotation is the reason of a False RotationPolicyValid.
 	ReasonInvalidAnnotation = "InvalidAnnotation"
+	// ReasonObjectsChanged is the reason of a True ContentChanged.
+	ReasonObjectsChanged = "ObjectsChanged"
 )

@@ -40,6 +40,10 @@ type desired struct {
 	// rotation annotations, nil when they are valid.
 	policy  *metav1.Condition
 	handled *secretsstorev1.HandledRefresh
+	// contentChanged is a True ContentChanged when this outcome is a
+	// refresh that changed the content, nil otherwise (the stored
+	// condition stays as it is).
+	contentChanged *metav1.Condition
 }
 
 func (w *Writer) desired(o *driver.Outcome, synced *metav1.Condition) *desired {
@@ -68,6 +72,13 @@ func (w *Writer) desired(o *driver.Outcome, synced *metav1.Condition) *desired {
 	}
 	for _, obj := range o.Objects {
 		d.objects = append(d.objects, secretsstorev1.SecretProviderClassObject{ID: obj.ID, Version: obj.Version})
+	}
+	if o.Changed && !o.First && o.Err == nil {
+		d.contentChanged = &metav1.Condition{
+			Type: secretsstorev1.ConditionContentChanged, Status: metav1.ConditionTrue, Reason: ReasonObjectsChanged,
+			ObservedGeneration: gen, LastTransitionTime: now,
+			Message: "a refresh changed the mounted content: keymount-controller restarts the workload when the pod or its class sets keymount.io/restart-on-change",
+		}
 	}
 	if o.Handled.Class != "" || o.Handled.Pod != "" {
 		d.handled = &secretsstorev1.HandledRefresh{Class: o.Handled.Class, Pod: o.Handled.Pod}
@@ -139,6 +150,11 @@ func (d *desired) apply(st *secretsstorev1.SecretProviderClassPodStatus, node st
 		meta.SetStatusCondition(&s.Conditions, policy)
 	case d.classKnown:
 		meta.RemoveStatusCondition(&s.Conditions, secretsstorev1.ConditionRotationPolicy)
+	}
+	if d.contentChanged != nil {
+		c := *d.contentChanged
+		c.ObservedGeneration = s.ObservedGeneration
+		meta.SetStatusCondition(&s.Conditions, c)
 	}
 	s.HandledRefresh = d.handled.DeepCopy()
 	changed := !equality.Semantic.DeepEqual(before, st)

@@ -29,12 +29,12 @@ import (
 // componentDir is the kustomize component of restart on change.
 const componentDir = "../../deploy/components/restart-on-change/"
 
-// driverUser is the user the component's binding and policy name: the
-// driver's ServiceAccount.
-const driverUser = "system:serviceaccount:kube-system:keymount"
+// controllerUser is the user the component's binding and policy name:
+// keymount-controller's ServiceAccount.
+const controllerUser = "system:serviceaccount:kube-system:keymount-controller"
 
 // policyDenial is in every message of the component's policy.
-const policyDenial = "keymount's driver may change only the keymount.io/rollout-* annotations"
+const policyDenial = "keymount-controller may change only the keymount.io/rollout-* annotations"
 
 // applyComponent applies every object of the component's files as
 // shipped, with server-side apply.
@@ -89,7 +89,7 @@ func (p patchAs) do(ctx context.Context, c kubernetes.Interface, ns string, dryR
 
 // TestRestartAdmissionPolicy: with the component's RBAC rules and its
 // ValidatingAdmissionPolicy applied as shipped, on the real API server, the
-// driver's ServiceAccount restarts a Deployment (its rollout annotation is
+// keymount-controller's ServiceAccount restarts a Deployment (its rollout annotation is
 // admitted) and may set rollout annotations on StatefulSets and DaemonSets,
 // but every other change it tries — an image, replicas, another annotation,
 // a label, both at once — is denied by the policy; an administrator's
@@ -116,8 +116,8 @@ func TestRestartAdmissionPolicy(t *testing.T) {
 		}
 	}
 	applyComponent(t, a, "rbac.yaml", "admission.yaml")
-	_, cfg := a.env.KubeconfigFor(t, driverUser, []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"})
-	driverClient := kubernetes.NewForConfigOrDie(cfg)
+	_, cfg := a.env.KubeconfigFor(t, controllerUser, []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"})
+	controllerClient := kubernetes.NewForConfigOrDie(cfg)
 
 	image := func(resource, object string) patchAs {
 		return patchAs{name: "the image of " + resource, resource: resource, object: object, typ: types.StrategicMergePatchType,
@@ -131,19 +131,19 @@ func TestRestartAdmissionPolicy(t *testing.T) {
 	// and RBAC lets the patch reach it: a dry run shows both.
 	var last error
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = image("deployments", d.Name).do(ctx, driverClient, ns, true)
+		last = image("deployments", d.Name).do(ctx, controllerClient, ns, true)
 		return last != nil && strings.Contains(last.Error(), policyDenial), nil
 	})
 	if err != nil {
-		t.Fatalf("the policy never denied the driver's image change: %v (last answer: %v)", err, last)
+		t.Fatalf("the policy never denied the controller's image change: %v (last answer: %v)", err, last)
 	}
 
-	// A restart as the driver does it is admitted.
+	// A restart as the controller does it is admitted.
 	ref := controllerRef("ReplicaSet", rs.Name, rs)
 	p := a.pod(t, ns, "web-1-a", "node-a", "db", &ref, map[string]string{rotation.RestartAnnotation: "true"})
 	res, err := newNode(t, cfg).r.Restart(t.Context(), restart.Change{Pod: p, Class: class(ns, "db", nil), Objects: objects("2")})
 	if err != nil || !res.Patched {
-		t.Fatalf("Restart as the driver = %+v, %v; want patched", res, err)
+		t.Fatalf("Restart as the controller = %+v, %v; want patched", res, err)
 	}
 
 	admitted := []patchAs{
@@ -165,14 +165,14 @@ func TestRestartAdmissionPolicy(t *testing.T) {
 				restart.AnnotationKey("db"))},
 	}
 	for _, pa := range admitted {
-		if err := pa.do(t.Context(), driverClient, ns, false); err != nil {
-			t.Errorf("the driver's patch of %s: %v, want admitted", pa.name, err)
+		if err := pa.do(t.Context(), controllerClient, ns, false); err != nil {
+			t.Errorf("the controller's patch of %s: %v, want admitted", pa.name, err)
 		}
 	}
 	for _, pa := range denied {
-		err := pa.do(t.Context(), driverClient, ns, false)
+		err := pa.do(t.Context(), controllerClient, ns, false)
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), policyDenial) {
-			t.Errorf("the driver's patch of %s: %v, want denied by the policy", pa.name, err)
+			t.Errorf("the controller's patch of %s: %v, want denied by the policy", pa.name, err)
 		}
 	}
 	got := a.getDeployment(t, ns, d.Name)
@@ -182,7 +182,7 @@ func TestRestartAdmissionPolicy(t *testing.T) {
 	if got.Spec.Template.Annotations[restart.AnnotationKey("db")] != restart.AnnotationValue(objects("2")) {
 		t.Errorf("the restart's annotation is gone: %v", got.Spec.Template.Annotations)
 	}
-	// The policy binds the driver alone.
+	// The policy binds the controller alone.
 	if err := image("deployments", d.Name).do(t.Context(), a.admin, ns, false); err != nil {
 		t.Errorf("an administrator's image change: %v, want admitted", err)
 	}

@@ -27,12 +27,19 @@ const (
 // digits of the SHA-256 of class> when that name would exceed the 63
 // characters an annotation name may have.
 func AnnotationKey(class string) string {
-	name := rolloutName + class
-	if len(name) > maxNameLength {
-		sum := sha256.Sum256([]byte(class))
-		name = rolloutName + hex.EncodeToString(sum[:8])
+	return annotationKey(rolloutName, class)
+}
+
+// annotationKey returns keymount.io/<prefix><name>, or with the first 16
+// hex digits of the SHA-256 of name in its place when that name part would
+// exceed the 63 characters an annotation name may have.
+func annotationKey(prefix, name string) string {
+	n := prefix + name
+	if len(n) > maxNameLength {
+		sum := sha256.Sum256([]byte(name))
+		n = prefix + hex.EncodeToString(sum[:8])
 	}
-	return rotation.AnnotationPrefix + name
+	return rotation.AnnotationPrefix + n
 }
 
 // AnnotationValue returns the annotation's value for a volume that now

@@ -64,7 +64,7 @@ func restarterFor(t *testing.T, s *appsServer) *Restarter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(apps, "secrets-store.csi.k8s.io", nil)
+	return New(apps, nil)
 }
 
 func controller(apiVersion, kind, name, uid string) metav1.OwnerReference {

@@ -45,8 +45,10 @@ type apps struct {
 func startAPI(t *testing.T) *apps {
 	t.Helper()
 	env := k8senv.Start(t, k8senv.Options{})
-	return &apps{env: env, admin: kubernetes.NewForConfigOrDie(env.Config)}
+	return &apps{env: env, admin: newAdmin(env)}
 }
+
+func newAdmin(env *k8senv.Env) kubernetes.Interface { return kubernetes.NewForConfigOrDie(env.Config) }
 
 func (a *apps) namespace(t *testing.T) string {
 	t.Helper()
@@ -72,7 +74,7 @@ func newNode(t *testing.T, cfg *rest.Config) *node {
 		t.Fatal(err)
 	}
 	events := record.NewFakeRecorder(100)
-	return &node{r: restart.New(c, driverName, events), events: events}
+	return &node{r: restart.New(c, events), events: events}
 }
 
 // drain returns the events recorded so far.
@@ -199,10 +201,13 @@ func patchedCount(results []restart.Result) int {
 	return n
 }
 
-// TestRestartOncePerChange: two pods of one Deployment on two nodes refresh
-// the same change at once; the Deployment's pod template changes once, to
-// the value derived from the new versions, and one event says so. The same
-// change again writes nothing; a new change writes once more.
+// TestRestartOncePerChange: two pods of one Deployment on two nodes report
+// the same change, and two controller replicas act on both at once; the
+// Deployment's pod template changes once, to the value derived from the new
+// versions, and one event says so. The same change again writes nothing; a
+// new change reported by the pods the restart rolled out writes once more;
+// an older change reported late by pods older than the last restart writes
+// nothing (Stale).
 func TestRestartOncePerChange(t *testing.T) {
 	a := startAPI(t)
 	ns := a.namespace(t)
@@ -216,20 +221,34 @@ func TestRestartOncePerChange(t *testing.T) {
 	spc := class(ns, "db", nil)
 	key := restart.AnnotationKey("db")
 
+	// The pods the restart rolled out carry the template's annotation.
+	rolled := map[string]string{rotation.RestartAnnotation: "true", key: restart.AnnotationValue(objects("2"))}
+	newPods := []*corev1.Pod{
+		a.pod(t, ns, "web-2-a", "node-a", "db", &ref, rolled),
+		a.pod(t, ns, "web-2-b", "node-b", "db", &ref, rolled),
+	}
+
 	steps := []struct {
 		name           string
+		pods           []*corev1.Pod
 		objects        []volume.Object
 		wantGeneration int64
 		wantPatched    int
+		wantStale      bool
+		wantValue      []volume.Object
 	}{
-		{name: "a change", objects: objects("2"), wantGeneration: d.Generation + 1, wantPatched: 1},
-		{name: "the same change again", objects: objects("2"), wantGeneration: d.Generation + 1},
-		{name: "the same change, objects in another order", objects: []volume.Object{objects("2")[1], objects("2")[0]}, wantGeneration: d.Generation + 1},
-		{name: "a new change", objects: objects("3"), wantGeneration: d.Generation + 2, wantPatched: 1},
+		{name: "a change", pods: pods, objects: objects("2"), wantGeneration: d.Generation + 1, wantPatched: 1},
+		{name: "the same change again", pods: pods, objects: objects("2"), wantGeneration: d.Generation + 1},
+		{name: "the same change, objects in another order", pods: pods, objects: []volume.Object{objects("2")[1], objects("2")[0]}, wantGeneration: d.Generation + 1},
+		{name: "a new change reported by the rolled-out pods", pods: newPods, objects: objects("3"), wantGeneration: d.Generation + 2, wantPatched: 1},
+		// The old pods, still running, report an older change late: the
+		// workload was restarted since they started, nothing is written.
+		{name: "an older change reported by pods older than the restart", pods: pods, objects: objects("2"), wantGeneration: d.Generation + 2,
+			wantStale: true, wantValue: objects("3")},
 	}
 	for _, st := range steps {
 		before := a.getDeployment(t, ns, d.Name)
-		results := raceRestart(t, nodes, pods, spc, st.objects)
+		results := raceRestart(t, nodes, st.pods, spc, st.objects)
 		after := a.getDeployment(t, ns, d.Name)
 		if after.Generation != st.wantGeneration {
 			t.Errorf("%s: generation %d, want %d", st.name, after.Generation, st.wantGeneration)
@@ -241,6 +260,9 @@ func TestRestartOncePerChange(t *testing.T) {
 			t.Errorf("%s: resourceVersion %s -> %s, want no write", st.name, before.ResourceVersion, after.ResourceVersion)
 		}
 		want := restart.AnnotationValue(st.objects)
+		if st.wantValue != nil {
+			want = restart.AnnotationValue(st.wantValue)
+		}
 		if got := after.Spec.Template.Annotations[key]; got != want {
 			t.Errorf("%s: template annotation %s=%q, want %q", st.name, key, got, want)
 		}
@@ -248,7 +270,8 @@ func TestRestartOncePerChange(t *testing.T) {
 			t.Errorf("%s: the template lost its other annotations: %v", st.name, after.Spec.Template.Annotations)
 		}
 		for _, r := range results {
-			if r.Workload != (restart.Workload{Kind: restart.KindDeployment, Namespace: ns, Name: d.Name, UID: d.UID}) || r.Value != want {
+			if r.Workload != (restart.Workload{Kind: restart.KindDeployment, Namespace: ns, Name: d.Name, UID: d.UID}) ||
+				r.Value != restart.AnnotationValue(st.objects) || r.Stale != st.wantStale {
 				t.Errorf("%s: result %+v", st.name, r)
 			}
 		}
@@ -399,17 +422,17 @@ func TestRestartNothingToDo(t *testing.T) {
 	}
 }
 
-// TestRestartForbidden: without the component's RBAC rules the Restart
-// fails with an error and a Warning event on the pod that name the
-// component; with them (the component's own ClusterRole, as shipped) it
-// restarts.
+// TestRestartForbidden: without the component's RBAC rules the Restart,
+// as keymount-controller's service account, fails with an error and a
+// Warning event on the pod that name the component; with them (the
+// component's own ClusterRole, as shipped) it restarts.
 func TestRestartForbidden(t *testing.T) {
 	a := startAPI(t)
 	ns := a.namespace(t)
 	d, rs := a.deployment(t, ns)
 	ref := controllerRef("ReplicaSet", rs.Name, rs)
 	p := a.pod(t, ns, "web-1-a", "node-a", "db", &ref, map[string]string{rotation.RestartAnnotation: "true"})
-	const user = "system:serviceaccount:kube-system:keymount"
+	const user = "system:serviceaccount:kube-system:keymount-controller"
 	_, cfg := a.env.KubeconfigFor(t, user, []string{"system:serviceaccounts"})
 	n := newNode(t, cfg)
 	change := restart.Change{Pod: p, Class: class(ns, "db", nil), Objects: objects("2")}

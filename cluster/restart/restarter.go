@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,9 +27,6 @@ const (
 	// ReasonRestartFailed, on the pod: reading or patching its workload
 	// failed (forbidden without the RBAC component).
 	ReasonRestartFailed = "SecretRestartFailed"
-	// ReasonSubPathNotRefreshed, on the pod: containers mount the refreshed
-	// volume through subPath and keep the old content.
-	ReasonSubPathNotRefreshed = "SecretSubPathNotRefreshed"
 )
 
 // RBACComponent is the kustomize component with the rules a restart needs.
@@ -44,19 +40,19 @@ const (
 	maxAttempts = 4
 )
 
-// Restarter warns pods about subPath mounts of refreshed volumes and
-// restarts the workloads that opted in. It is safe for concurrent use.
+// Restarter restarts the workloads that opted in to a restart on change.
+// It is safe for concurrent use. keymount-controller runs it (package
+// documentation); the node driver holds no rule on workloads.
 type Restarter struct {
-	apps       rest.Interface
-	driverName string
-	rec        record.EventRecorder
+	apps rest.Interface
+	rec  record.EventRecorder
 }
 
 // New returns a Restarter. apps is a REST client of GroupVersion (see
-// kube.NewRESTClient); driverName is the CSI driver name pods use in their
-// volumes; rec records events on pods and workloads (nil: none).
-func New(apps rest.Interface, driverName string, rec record.EventRecorder) *Restarter {
-	return &Restarter{apps: apps, driverName: driverName, rec: rec}
+// kube.NewRESTClient); rec records events on pods and workloads (nil:
+// none).
+func New(apps rest.Interface, rec record.EventRecorder) *Restarter {
+	return &Restarter{apps: apps, rec: rec}
 }
 
 // Change is a refresh that changed the content of a mounted volume.
@@ -84,24 +80,29 @@ type Result struct {
 	Patched bool
 	// Generation is the workload's generation after the call.
 	Generation int64
-	// Skipped says why a pod that opted in has no workload to restart.
+	// Skipped says why a pod that opted in has no workload to restart, or
+	// why its workload is not restarted (Stale).
 	Skipped string
+	// Stale says the pod is older than its workload's last restart for
+	// this class: the pod's own copy of the annotation differs from the
+	// template's, so the change it reports is not the workload's latest
+	// and nothing is written.
+	Stale bool
 }
 
 // Enabled reports whether a change of class's volume in pod restarts the
-// pod's workload: the pod's RestartAnnotation decides when it is a boolean
-// ("true", "false"), else the class's; off when neither says true.
+// pod's workload (rotation.RestartEnabled): the pod's RestartAnnotation
+// decides when it is a boolean ("true", "false"), else the class's; off
+// when neither says true.
 func Enabled(pod *corev1.Pod, class *secretsstorev1.SecretProviderClass) bool {
+	var p, c map[string]string
 	if pod != nil {
-		if on, err := strconv.ParseBool(pod.Annotations[rotation.RestartAnnotation]); err == nil {
-			return on
-		}
+		p = pod.Annotations
 	}
 	if class != nil {
-		on, err := strconv.ParseBool(class.Annotations[rotation.RestartAnnotation])
-		return err == nil && on
+		c = class.Annotations
 	}
-	return false
+	return rotation.RestartEnabled(p, c)
 }
 
 // Restart restarts the workload of c.Pod when the pod or its class opted
@@ -123,8 +124,17 @@ func (r *Restarter) Restart(ctx context.Context, c Change) (Result, error) {
 		return Result{}, r.failed(c, err)
 	}
 	res := Result{Workload: w, Key: AnnotationKey(c.Class.Name), Value: AnnotationValue(c.Objects)}
+	podValue := c.Pod.Annotations[res.Key]
+	stale := func(current string) string {
+		if current == podValue {
+			return ""
+		}
+		res.Stale = true
+		return fmt.Sprintf("the pod is older than the last restart of %s (pod template annotation %s=%q, the pod's %q)",
+			w, res.Key, current, podValue)
+	}
 	for attempt := 1; ; attempt++ {
-		done, err := r.ensure(ctx, &res)
+		done, err := r.ensure(ctx, &res, stale)
 		switch {
 		case errors.Is(err, ErrNoWorkload):
 			return r.skipped(c, err), nil
@@ -132,6 +142,8 @@ func (r *Restarter) Restart(ctx context.Context, c Change) (Result, error) {
 			continue // changed since the read: read again
 		case err != nil:
 			return Result{}, r.failed(c, err)
+		case res.Skipped != "":
+			return res, nil
 		case done:
 			if res.Patched {
 				r.event(w.Reference(), corev1.EventTypeNormal, ReasonRestarting,
@@ -145,9 +157,12 @@ func (r *Restarter) Restart(ctx context.Context, c Change) (Result, error) {
 
 // ensure reads res.Workload and, unless its pod template carries res.Key =
 // res.Value, patches it, on condition that it did not change since the
-// read: a conflict means it did (another node may have set the value), and
-// the caller reads again. It reports whether the template carries the value.
-func (r *Restarter) ensure(ctx context.Context, res *Result) (bool, error) {
+// read: a conflict means it did (another replica may have set the value),
+// and the caller reads again. skip, given the template's current value of
+// res.Key, returns why not to patch ("": patch); its answer goes to
+// res.Skipped. ensure reports whether the template carries the value or
+// the patch was skipped.
+func (r *Restarter) ensure(ctx context.Context, res *Result, skip func(current string) string) (bool, error) {
 	w := res.Workload
 	t, err := r.template(ctx, w)
 	switch {
@@ -157,8 +172,13 @@ func (r *Restarter) ensure(ctx context.Context, res *Result) (bool, error) {
 		return false, fmt.Errorf("read %s: %w", w, err)
 	}
 	res.Generation = t.Metadata.Generation
-	if t.Spec.Template.Metadata.Annotations[res.Key] == res.Value {
+	current := t.Spec.Template.Metadata.Annotations[res.Key]
+	if current == res.Value {
 		return true, nil // this change restarted it already
+	}
+	if why := skip(current); why != "" {
+		res.Skipped = why
+		return true, nil
 	}
 	t, err = r.annotate(ctx, w, t.Metadata.ResourceVersion, res.Key, res.Value)
 	switch {

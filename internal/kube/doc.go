@@ -1,8 +1,8 @@
 // Package kube is the node driver's Kubernetes client: REST clients of the
 // few resources it reads and writes (pods, Secrets and events of core/v1,
-// keymount's SecretProviderClasses and SecretProviderClassPodStatuses),
-// node-scoped informer caches over them, and an event sink for client-go's
-// event recorder.
+// keymount's SecretProviderClasses and SecretProviderClassPodStatuses, and
+// the SecretSyncs keymount-controller serves), node-scoped informer caches
+// over them, and an event sink for client-go's event recorder.
 //
 // It links only core/v1 and keymount's API. client-go's clientset and
 // controller-runtime's client and cache link every API group of Kubernetes

@@ -8,17 +8,22 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
+	secretsyncv1alpha1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 )
 
-// NewScheme returns the types the driver reads and writes: core/v1 (pods,
-// Secrets, events) and keymount's API, nothing else.
+// NewScheme returns the types keymount reads and writes: core/v1 (pods,
+// Secrets, events) and keymount's APIs (secrets-store.csi.x-k8s.io/v1 and
+// secret-sync.x-k8s.io/v1alpha1), nothing else.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := corev1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	if err := secretsstorev1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := secretsyncv1alpha1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -55,6 +60,7 @@ var resources = []resourceInfo{
 	{corev1.SchemeGroupVersion.WithKind("Event"), "events"},
 	{secretsstorev1.SchemeGroupVersion.WithKind("SecretProviderClass"), "secretproviderclasses"},
 	{secretsstorev1.SchemeGroupVersion.WithKind("SecretProviderClassPodStatus"), "secretproviderclasspodstatuses"},
+	{secretsyncv1alpha1.SchemeGroupVersion.WithKind("SecretSync"), secretsyncv1alpha1.Resource},
 }
 
 // kindOf returns the group and kind of obj, an object or a list of

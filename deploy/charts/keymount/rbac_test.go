@@ -2,6 +2,7 @@ package keymount_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -56,7 +57,7 @@ func (r *release) boundToDriver(name string) bool {
 }
 
 // TestSecretsOnlyWithSync: with syncSecret.enabled off no rendered role
-// but keymount-controller's has a rule on Secrets and the driver runs with --sync-secrets=false
+// has a rule on Secrets and the driver runs with --sync-secrets=false
 // (never auto, which would look for such rules); on, the secret-sync
 // ClusterRole grants exactly what sync uses, bound to the driver, and the
 // driver runs with --sync-secrets=true.
@@ -76,9 +77,9 @@ func TestSecretsOnlyWithSync(t *testing.T) {
 				}
 				var secretRoles []string
 				for role, rules := range r.rules(t) {
-					// keymount-controller's own role, bound to its own
-					// ServiceAccount (TestControllerRBAC).
-					if role == "ClusterRole/"+controllerName {
+					// keymount-controller's roles (SecretSync, restart on
+					// change) are not the driver's.
+					if role == "ClusterRole/"+releaseName+"-controller" || role == "ClusterRole/"+releaseName+"-restart-on-change" {
 						continue
 					}
 					if slices.ContainsFunc(rules, touchesSecrets) {
@@ -108,55 +109,94 @@ func TestSecretsOnlyWithSync(t *testing.T) {
 	}
 }
 
-// TestRestartOnChangeOptIn: no rule lets the driver patch workloads unless
-// restartOnChange.enabled; on, the rules restart on change uses are bound
-// to the driver.
-func TestRestartOnChangeOptIn(t *testing.T) {
-	patchesWorkloads := func(rules map[string][]rbacv1.PolicyRule) []string {
-		var names []string
-		for name, rs := range rules {
-			for _, res := range []string{"deployments", "statefulsets", "daemonsets"} {
-				if slices.ContainsFunc(rs, func(rule rbacv1.PolicyRule) bool { return grants(rule, "apps", res, "patch") }) {
-					names = append(names, name)
-					break
-				}
+// boundTo reports whether a ClusterRoleBinding gives the ClusterRole name to
+// the ServiceAccount sa of the release's namespace.
+func (r *release) boundTo(name, sa string) bool {
+	for _, b := range r.bindings {
+		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != name {
+			continue
+		}
+		for _, s := range b.Subjects {
+			if s.Kind == "ServiceAccount" && s.Name == sa && s.Namespace == namespace {
+				return true
 			}
 		}
-		return names
 	}
-	if got := patchesWorkloads(render(t, "").rules(t)); len(got) > 0 {
-		t.Errorf("by default %v may patch workloads", got)
+	return false
+}
+
+// onWorkloads returns the roles with a rule on apps workloads.
+func onWorkloads(rules map[string][]rbacv1.PolicyRule) []string {
+	var names []string
+	for name, rs := range rules {
+		for _, res := range []string{"deployments", "statefulsets", "daemonsets", "replicasets"} {
+			if slices.ContainsFunc(rs, func(rule rbacv1.PolicyRule) bool {
+				return slices.ContainsFunc([]string{"get", "list", "watch", "patch", "update"}, func(v string) bool { return grants(rule, "apps", res, v) })
+			}) {
+				names = append(names, name)
+				break
+			}
+		}
 	}
-	if got := patchesWorkloads(render(t, upstreamValues).rules(t)); len(got) > 0 {
-		t.Errorf("with upstream's values %v may patch workloads", got)
-	}
-	r := renderValues(t, map[string]any{"restartOnChange": map[string]any{"enabled": true}})
+	slices.Sort(names)
+	return names
+}
+
+// TestRestartOnChangeOptIn: restart on change is keymount-controller's: no
+// rule on workloads is ever bound to the node driver, whatever the values;
+// the rules restart on change uses exist only with restartOnChange.enabled
+// and controller.enabled, bound to the controller's ServiceAccount.
+func TestRestartOnChangeOptIn(t *testing.T) {
 	role := releaseName + "-restart-on-change"
-	if got := patchesWorkloads(r.rules(t)); !slices.Equal(got, []string{"ClusterRole/" + role}) {
-		t.Errorf("roles that may patch workloads %v, want %s alone", got, role)
+	both := map[string]any{"restartOnChange": map[string]any{"enabled": true}, "controller": map[string]any{"enabled": true}}
+	releases := map[string]*release{
+		"default": render(t, ""), "upstream's values": render(t, upstreamValues), "all features": render(t, allFeatures),
+		"restartOnChange alone":          renderValues(t, map[string]any{"restartOnChange": map[string]any{"enabled": true}}),
+		"restartOnChange and controller": renderValues(t, both),
 	}
-	if !r.boundToDriver(role) {
-		t.Errorf("%s is not bound to the driver's ServiceAccount", role)
+	for name, r := range releases {
+		for _, role := range onWorkloads(r.rules(t)) {
+			if r.boundToDriver(strings.TrimPrefix(role, "ClusterRole/")) {
+				t.Errorf("%s: the driver's ServiceAccount is bound to %s, which reaches workloads", name, role)
+			}
+		}
+	}
+	for _, name := range []string{"default", "upstream's values", "restartOnChange alone"} {
+		if got := onWorkloads(releases[name].rules(t)); len(got) > 0 {
+			t.Errorf("%s: %v reach workloads, want none", name, got)
+		}
+	}
+	r := releases["restartOnChange and controller"]
+	if got := onWorkloads(r.rules(t)); !slices.Equal(got, []string{"ClusterRole/" + role}) {
+		t.Errorf("roles that reach workloads %v, want %s alone", got, role)
+	}
+	if !r.boundTo(role, releaseName+"-controller") {
+		t.Errorf("%s is not bound to the controller's ServiceAccount %s-controller", role, releaseName)
 	}
 }
 
-// TestRestartOnChangePolicy: the admission policy that limits the driver's
-// workload patches comes with the rules that allow them, and not without
-// them, bound with Deny, matching the release's own ServiceAccount.
+// TestRestartOnChangePolicy: the admission policy that limits the
+// controller's workload patches comes with the rules that allow them, and
+// not without them, bound with Deny, matching the release's controller
+// ServiceAccount (never the driver's).
 func TestRestartOnChangePolicy(t *testing.T) {
 	if r := render(t, ""); len(r.policies)+len(r.policyBinds) > 0 {
 		t.Errorf("by default the chart renders admission policies %v %v", r.policies, r.policyBinds)
 	}
+	name := releaseName + "-restart-on-change"
+	if r := renderValues(t, map[string]any{"restartOnChange": map[string]any{"enabled": true}}); r.policies[name] != nil {
+		t.Errorf("without the controller the chart renders the policy %s", name)
+	}
 	r := renderValues(t, map[string]any{
 		"restartOnChange": map[string]any{"enabled": true},
+		"controller":      map[string]any{"enabled": true},
 		"serviceAccount":  map[string]any{"name": "node-sa"},
 	})
-	name := releaseName + "-restart-on-change"
 	p, b := r.policies[name], r.policyBinds[name]
 	if p == nil || b == nil {
 		t.Fatalf("policies %v, bindings %v; want %s", r.policies, r.policyBinds, name)
 	}
-	want := "request.userInfo.username == 'system:serviceaccount:" + namespace + ":node-sa'"
+	want := "request.userInfo.username == 'system:serviceaccount:" + namespace + ":" + releaseName + "-controller'"
 	if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != want {
 		t.Errorf("matchConditions %+v, want %q", p.Spec.MatchConditions, want)
 	}

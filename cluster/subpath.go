@@ -1,13 +1,21 @@
-package restart
+package cluster
 
 import (
 	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/rotation"
 )
+
+// ReasonSubPathNotRefreshed, on the pod: containers mount the refreshed
+// volume through subPath and keep the old content. The node records it: it
+// is an event on a pod of the node, not a write to a workload (restarts are
+// keymount-controller's, package cluster/restart).
+const ReasonSubPathNotRefreshed = "SecretSubPathNotRefreshed"
 
 // classAttribute is the CSI volume attribute naming the class.
 const classAttribute = "secretProviderClass"
@@ -53,13 +61,13 @@ func SubPathMounts(pod *corev1.Pod, driverName, class string) []Mount {
 	return mounts
 }
 
-// WarnSubPath records a Warning event on c.Pod naming the containers that
-// mount c's volume through subPath, when there are any, and returns their
-// mounts.
-func (r *Restarter) WarnSubPath(c Change) []Mount {
-	mounts := SubPathMounts(c.Pod, r.driverName, c.Class.Name)
-	if len(mounts) == 0 {
-		return nil
+// WarnSubPath records, with rec, a Warning event on pod naming the
+// containers that mount its volume of class through subPath, when there
+// are any, and returns their mounts.
+func WarnSubPath(rec record.EventRecorder, driverName string, pod *corev1.Pod, class *secretsstorev1.SecretProviderClass) []Mount {
+	mounts := SubPathMounts(pod, driverName, class.Name)
+	if len(mounts) == 0 || rec == nil {
+		return mounts
 	}
 	names := make([]string, len(mounts))
 	for i, m := range mounts {
@@ -67,11 +75,12 @@ func (r *Restarter) WarnSubPath(c Change) []Mount {
 	}
 	then := fmt.Sprintf("set the annotation %s: \"true\" on the pod template or the class to restart the workload on a change",
 		rotation.RestartAnnotation)
-	if Enabled(c.Pod, c.Class) {
-		then = fmt.Sprintf("%s restarts the workload", rotation.RestartAnnotation)
+	if rotation.RestartEnabled(pod.Annotations, class.Annotations) {
+		then = fmt.Sprintf("%s: keymount-controller restarts the workload", rotation.RestartAnnotation)
 	}
-	r.event(podRef(c.Pod), corev1.EventTypeWarning, ReasonSubPathNotRefreshed,
+	rec.Event(&corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		corev1.EventTypeWarning, ReasonSubPathNotRefreshed,
 		fmt.Sprintf("SecretProviderClass %s changed, but %s mount it through subPath and keep the old content until restarted; %s",
-			c.Class.Name, strings.Join(names, ", "), then))
+			class.Name, strings.Join(names, ", "), then))
 	return mounts
 }

@@ -1,4 +1,4 @@
-package restart
+package cluster
 
 import (
 	"strings"
@@ -12,8 +12,6 @@ import (
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/rotation"
 )
-
-const testDriver = "secrets-store.csi.k8s.io"
 
 func csiVolume(name, driver, class string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
@@ -71,8 +69,7 @@ func TestSubPathMounts(t *testing.T) {
 func TestWarnSubPath(t *testing.T) {
 	class := &secretsstorev1.SecretProviderClass{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"}}
 	rec := record.NewFakeRecorder(10)
-	r := New(nil, testDriver, rec)
-	if got := r.WarnSubPath(Change{Pod: subPathPod(), Class: class}); len(got) != 3 {
+	if got := WarnSubPath(rec, testDriver, subPathPod(), class); len(got) != 3 {
 		t.Fatalf("WarnSubPath = %v, want 3 mounts", got)
 	}
 	ev := <-rec.Events
@@ -87,12 +84,12 @@ func TestWarnSubPath(t *testing.T) {
 	}
 
 	class.Annotations = map[string]string{rotation.RestartAnnotation: "true"}
-	r.WarnSubPath(Change{Pod: subPathPod(), Class: class})
-	if ev := <-rec.Events; !strings.Contains(ev, rotation.RestartAnnotation+" restarts the workload") {
+	WarnSubPath(rec, testDriver, subPathPod(), class)
+	if ev := <-rec.Events; !strings.Contains(ev, rotation.RestartAnnotation+": keymount-controller restarts the workload") {
 		t.Errorf("with the opt-in, event %q does not say the workload restarts", ev)
 	}
 
-	if got := r.WarnSubPath(Change{Pod: subPathPod(), Class: &secretsstorev1.SecretProviderClass{ObjectMeta: metav1.ObjectMeta{Name: "none"}}}); got != nil {
+	if got := WarnSubPath(rec, testDriver, subPathPod(), &secretsstorev1.SecretProviderClass{ObjectMeta: metav1.ObjectMeta{Name: "none"}}); got != nil {
 		t.Errorf("a class no container mounts through subPath: %v", got)
 	}
 	select {

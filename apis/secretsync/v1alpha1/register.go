@@ -1,0 +1,35 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupName is the API group of every type in this package.
+const GroupName = "secret-sync.x-k8s.io"
+
+// Version is the API version of every type in this package.
+const Version = "v1alpha1"
+
+// SchemeGroupVersion is the group and version of this package's types.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: Version}
+
+// GroupVersion is SchemeGroupVersion, under the name kubebuilder projects
+// (the sync controller among them) use.
+var GroupVersion = SchemeGroupVersion
+
+// Resource is the plural resource name the API server serves SecretSyncs at.
+const Resource = "secretsyncs"
+
+var (
+	schemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	// AddToScheme registers this package's types.
+	AddToScheme = schemeBuilder.AddToScheme
+)
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(SchemeGroupVersion, &SecretSync{}, &SecretSyncList{})
+	metav1.AddToGroupVersion(s, SchemeGroupVersion)
+	return nil
+}
