@@ -200,7 +200,7 @@ type consumedBy struct {
 // Secret name.
 func (s *secretReconciler) consumers(ctx context.Context, namespace, name string) ([]consumedBy, error) {
 	var out []consumedBy
-	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{indexSecret: name}}
+	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{indexConsumes: name}}
 	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{}} {
 		if err := s.cache.List(ctx, list, opts...); err != nil {
 			return nil, fmt.Errorf("list the workloads that consume Secret %s/%s: %w", namespace, name, err)

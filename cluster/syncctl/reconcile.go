@@ -74,9 +74,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		out, f = r.sync(ctx, &ss, class, existing)
 	}
 	if f != nil {
-		return r.failed(ctx, &ss, st, f, p.why == whyTriggered, handled, now)
+		return retryConflict(r.failed(ctx, &ss, st, f, p.why == whyTriggered, handled, now))
 	}
-	return r.succeeded(ctx, &ss, st, policy, out, handled, now)
+	return retryConflict(r.succeeded(ctx, &ss, st, policy, out, handled, now))
 }
 
 // currentHash is the syncHash of the Secret as it is; "" when the key is
@@ -224,4 +224,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, ss *ss1.SecretSync, next s
 		return fmt.Errorf("update the status of SecretSync %s/%s: %w", ss.Namespace, ss.Name, err)
 	}
 	return nil
+}
+
+// retryConflict turns a conflict (the SecretSync changed since the cache
+// saw it; its new version is queued already) into a quiet requeue.
+func retryConflict(res ctrl.Result, err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: minRequeue}, nil
+	}
+	return res, err
 }
