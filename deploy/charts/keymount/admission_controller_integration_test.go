@@ -259,6 +259,7 @@ func deniedRequests() []denial {
 		{createSecret("a Secret owned by the SecretSync of another name", "mine", corev1.SecretTypeOpaque, secretSyncOwner("yours")), deniedOwner},
 		{createSecret("a Secret owned by a SecretSync of another version", "v2", corev1.SecretTypeOpaque, ownerRef("secret-sync.x-k8s.io/v1beta1", "SecretSync", "v2")), deniedOwner},
 		{createSecret("a Secret owned by another kind of the name", "app", corev1.SecretTypeOpaque, ownerRef("apps/v1", "Deployment", "app")), deniedOwner},
+		{createSecret("its hash key's name outside its own namespace", "keymount-controller-hash-key", corev1.SecretTypeOpaque), deniedOwner},
 		{patchSecret("removing the owner of its Secret", "db", `{"metadata":{"ownerReferences":null}}`), deniedOwner},
 		{patchSecret("adding a second owner to its Secret", "db", `{"metadata":{"ownerReferences":[`+owner("db")+`,`+owner("other")+`]}}`), deniedOwner},
 		{patchSecret("taking over someone else's Secret", "theirs", `{"metadata":{"ownerReferences":[`+owner("theirs")+`]}}`), deniedTakeover},
@@ -339,6 +340,12 @@ func testControllerAdmitted(t *testing.T, g *guardRails, ns string) {
 		if err := r.do(ctx, g.controller, ns); err != nil {
 			t.Errorf("the controller: %s: %v, want admitted", r.name, err)
 		}
+	}
+	// The key of its syncHash (cluster/synchash), its own Secret in its own
+	// namespace, owned by no SecretSync.
+	hashKey := createSecret("creating the key of its syncHash", "keymount-controller-hash-key", corev1.SecretTypeOpaque)
+	if err := hashKey.do(ctx, g.controller, namespace); err != nil {
+		t.Errorf("the controller: %s: %v, want admitted", hashKey.name, err)
 	}
 }
 
