@@ -29,7 +29,8 @@ const (
 	ReasonRestartFailed = "SecretRestartFailed"
 )
 
-// RBACComponent is the kustomize component with the rules a restart needs.
+// RBACComponent is the kustomize component with the rules a restart needs,
+// bound to keymount-controller's ServiceAccount.
 const RBACComponent = "deploy/components/restart-on-change"
 
 const (
