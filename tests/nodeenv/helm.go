@@ -136,8 +136,8 @@ func (n *Node) chartValues(tb testing.TB, version string, opts Options) map[stri
 			// The node keeps the not-ready taint TaintNodesByCondition puts
 			// on every new Node (no node lifecycle controller runs): the
 			// DaemonSets tolerate it by default, a Deployment must say so.
-			"tolerations": []any{map[string]any{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}},
-			"logVerbosity":         5,
+			"tolerations":  []any{map[string]any{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}},
+			"logVerbosity": 5,
 			"env": []any{
 				map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": host},
 				map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": port},
