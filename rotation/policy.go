@@ -214,6 +214,12 @@ func waited(t, now time.Time, d time.Duration) bool {
 	return since >= d || since < 0
 }
 
+// Wait is how long after its last refresh a Periodic refresh of the volume
+// (or SecretSync) id falls due: Interval plus its fixed share of Jitter.
+func (p Policy) Wait(id string) time.Duration {
+	return p.Interval + p.share(id)
+}
+
 // share is the volume's fixed part of the jitter, in [0, Jitter).
 func (p Policy) share(volumeID string) time.Duration {
 	if p.Jitter <= 0 {

@@ -212,3 +212,11 @@ func decodeBase64(data []byte) ([]byte, bool) {
 	}
 	return nil, false
 }
+
+// TLSPart returns the content of key (tls.crt or tls.key) of a
+// kubernetes.io/tls Secret split from an object's data (PEM or PKCS#12), as
+// secretObjects split it. keymount-controller's SecretSyncs share it. Its
+// errors never carry a byte of data.
+func TLSPart(data []byte, key string) ([]byte, error) {
+	return tlsPart(data, key)
+}

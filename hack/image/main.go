@@ -133,6 +133,7 @@ func checkVersion(dir, version string) error {
 	for _, c := range [][]string{
 		{"keymount-driver", "--version"}, {"keymount-provider-local", "--version"},
 		{"keymount-provider-aws", "--version"}, {"keymount", "version"},
+		{"keymount-controller", "--version"},
 	} {
 		out, err := exec.Command(filepath.Join(dir, c[0]), c[1:]...).CombinedOutput()
 		if err != nil {

@@ -24,12 +24,14 @@ type Program struct {
 // The images a release publishes (`make image`), which the chart and the
 // kustomize manifests run: the node driver (with the CLI, for debugging in
 // the pod) runs as root because it mounts; the providers need no
-// privilege.
+// privilege, nor does keymount-controller (it reaches providers over
+// their sockets and the API server with its in-cluster CA).
 var (
 	Driver        = Program{Name: "keymount-driver", Bins: []string{"keymount-driver", "keymount"}}
 	ProviderLocal = Program{Name: "keymount-provider-local", Bins: []string{"keymount-provider-local"}, User: "65532:65532"}
 	ProviderAWS   = Program{Name: "keymount-provider-aws", Bins: []string{"keymount-provider-aws"}, User: "65532:65532", CA: true}
-	Programs      = []Program{Driver, ProviderLocal, ProviderAWS}
+	Controller    = Program{Name: "keymount-controller", Bins: []string{"keymount-controller"}, User: "65532:65532"}
+	Programs      = []Program{Driver, ProviderLocal, ProviderAWS, Controller}
 )
 
 // Build packs p for goos/arch from the static binaries in binDir, labelled

@@ -92,7 +92,7 @@ func (n *Node) chartValues(tb testing.TB, version string, opts Options) map[stri
 	image := func(name string) map[string]any {
 		return map[string]any{"repository": ImageRegistry + "/" + name, "tag": version, "pullPolicy": "Never"}
 	}
-	return map[string]any{
+	values := map[string]any{
 		"linux": map[string]any{
 			"image":                   image(ociimage.Driver.Name),
 			"kubeletRootDir":          n.KubeletRoot,
@@ -123,6 +123,28 @@ func (n *Node) chartValues(tb testing.TB, version string, opts Options) map[stri
 			},
 		},
 	}
+	if opts.Controller {
+		values["restartOnChange"] = map[string]any{"enabled": true}
+		values["controller"] = map[string]any{
+			"enabled":              true,
+			"image":                image(ociimage.Controller.Name),
+			"replicas":             1,
+			"hostNetwork":          true,
+			"metricsPort":          freePort(tb),
+			"healthPort":           freePort(tb),
+			"rotationPollInterval": "0s",
+			// The node keeps the not-ready taint TaintNodesByCondition puts
+			// on every new Node (no node lifecycle controller runs): the
+			// DaemonSets tolerate it by default, a Deployment must say so.
+			"tolerations":  []any{map[string]any{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}},
+			"logVerbosity": 5,
+			"env": []any{
+				map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": host},
+				map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": port},
+			},
+		}
+	}
+	return values
 }
 
 // installChart packs and imports the images, installs the chart and waits
@@ -131,7 +153,11 @@ func (n *Node) chartValues(tb testing.TB, version string, opts Options) map[stri
 func (n *Node) installChart(tb testing.TB, opts Options) {
 	tb.Helper()
 	n.PrepareNamespace(tb, ReleaseNamespace)
-	n.importImages(tb, ImageVersion, n.bin, ociimage.Driver, ociimage.ProviderLocal)
+	programs := []ociimage.Program{ociimage.Driver, ociimage.ProviderLocal}
+	if opts.Controller {
+		programs = append(programs, ociimage.Controller)
+	}
+	n.importImages(tb, ImageVersion, n.bin, programs...)
 	kubeconfig, _ := n.Env.KubeconfigFor(tb, "helm", []string{"system:masters"})
 	flags := genericclioptions.NewConfigFlags(false)
 	flags.KubeConfig = &kubeconfig
@@ -159,6 +185,37 @@ func (n *Node) installChart(tb testing.TB, opts Options) {
 	n.WaitRollout(tb)
 	n.waitDial(tb, filepath.Join(n.ProviderDir, "local.sock"))
 	n.waitDriverRegistered(tb)
+	if opts.Controller {
+		n.WaitDeployment(tb, ReleaseNamespace, Release+"-controller")
+	}
+}
+
+// WaitDeployment waits until the Deployment namespace/name runs its current
+// template alone: every replica updated and available, no older one left.
+func (n *Node) WaitDeployment(tb testing.TB, namespace, name string) *appsv1.Deployment {
+	tb.Helper()
+	var last *appsv1.Deployment
+	err := wait.PollUntilContextTimeout(tb.Context(), 200*time.Millisecond, PodTimeout, true, func(ctx context.Context) (bool, error) {
+		d, err := n.Kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = d
+		s, want := d.Status, int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		return s.ObservedGeneration >= d.Generation && s.Replicas == want && s.UpdatedReplicas == want &&
+			s.AvailableReplicas == want && s.ReadyReplicas == want, nil
+	})
+	if err != nil {
+		status := "(none)"
+		if last != nil {
+			status = fmt.Sprintf("%+v", last.Status)
+		}
+		tb.Fatalf("nodeenv: Deployment %s/%s did not roll out: %v\nstatus: %s\n%s", namespace, name, err, status, n.LogTail("kubelet"))
+	}
+	return last
 }
 
 // HelmUpgrade builds the driver's image again with version stamped in,

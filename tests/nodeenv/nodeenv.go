@@ -61,6 +61,12 @@ type Options struct {
 	// DaemonSet controller and the ServiceAccount admission plugin run.
 	// Without it, the driver and provider are host processes.
 	Helm bool
+	// Controller, with Helm, also installs keymount-controller
+	// (controller.enabled, restartOnChange.enabled): one replica on the
+	// node's network with the local provider as its sidecar, refreshing
+	// only on a trigger; kube-controller-manager also runs the Deployment
+	// and ReplicaSet controllers.
+	Controller bool
 	// ScanLogs, when set, is given every log of the node and its control
 	// plane once the node is down, before they are removed with its root;
 	// an error fails the test.
@@ -151,7 +157,7 @@ func Start(tb testing.TB, opts Options) *Node {
 		}
 	})
 
-	n.buildBinaries(tb)
+	n.buildBinaries(tb, opts)
 	cp := k8senv.Options{
 		CRDDirectoryPaths: []string{filepath.Join(n.repo, "deploy", "crds")},
 		ControllerManager: true,
@@ -164,6 +170,9 @@ func Start(tb testing.TB, opts Options) *Node {
 		cp.Controllers = append(cp.Controllers, "daemonset-controller")
 		cp.Scheduler = true
 		cp.ServiceAccountAdmission = true
+		if opts.Controller {
+			cp.Controllers = append(cp.Controllers, "deployment-controller", "replicaset-controller")
+		}
 	}
 	n.Env = k8senv.Start(tb, cp)
 	n.clients(tb)
@@ -306,11 +315,15 @@ func (n *Node) WaitDriverRegistrations(t testing.TB, want int) {
 	}
 }
 
-// buildBinaries builds the driver, the CLI, both providers and the probe,
-// static, stamped with ImageVersion.
-func (n *Node) buildBinaries(tb testing.TB) {
-	goBuild(tb, n.repo, ImageVersion, n.bin,
-		"./cmd/keymount-driver", "./cmd/keymount", "./cmd/keymount-provider-local", "./cmd/keymount-provider-aws", "./tests/node/probe")
+// buildBinaries builds the driver, the CLI, both providers and the probe
+// (and with opts.Controller keymount-controller), static, stamped with
+// ImageVersion.
+func (n *Node) buildBinaries(tb testing.TB, opts Options) {
+	pkgs := []string{"./cmd/keymount-driver", "./cmd/keymount", "./cmd/keymount-provider-local", "./cmd/keymount-provider-aws", "./tests/node/probe"}
+	if opts.Controller {
+		pkgs = append(pkgs, "./cmd/keymount-controller")
+	}
+	goBuild(tb, n.repo, ImageVersion, n.bin, pkgs...)
 }
 
 // goBuild builds the packages of the module in repo into the directory

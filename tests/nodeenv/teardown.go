@@ -38,6 +38,10 @@ func (n *Node) teardown(tb testing.TB) {
 	// The test's context is canceled by now: teardown has its own.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*podsGoneTimeout)
 	defer cancel()
+	// No ReplicaSet may replace the workload pods deleted next.
+	if err := n.deleteReplicaSets(ctx); err != nil {
+		tb.Errorf("nodeenv: %v", err)
+	}
 	if err := n.deletePods(ctx, notDaemonSetPod); err != nil {
 		tb.Errorf("nodeenv: %v\n%s", err, n.LogTail("kubelet"))
 	}
@@ -95,6 +99,31 @@ func (n *Node) deleteDaemonSets(ctx context.Context) error {
 	for _, ds := range list.Items {
 		if err := n.Kube.AppsV1().DaemonSets(ds.Namespace).Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+		}
+	}
+	return nil
+}
+
+// deleteReplicaSets deletes every Deployment, then every ReplicaSet, so
+// that none replaces the pods teardown deletes next.
+func (n *Node) deleteReplicaSets(ctx context.Context) error {
+	apps := n.Kube.AppsV1()
+	deployments, err := apps.Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing Deployments: %w", err)
+	}
+	for _, d := range deployments.Items {
+		if err := apps.Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting Deployment %s/%s: %w", d.Namespace, d.Name, err)
+		}
+	}
+	sets, err := apps.ReplicaSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing ReplicaSets: %w", err)
+	}
+	for _, rs := range sets.Items {
+		if err := apps.ReplicaSets(rs.Namespace).Delete(ctx, rs.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting ReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
 		}
 	}
 	return nil

@@ -57,7 +57,7 @@ func (r *release) boundToDriver(name string) bool {
 }
 
 // TestSecretsOnlyWithSync: with syncSecret.enabled off no rendered role
-// but keymount-controller's has a rule on Secrets and the driver runs with --sync-secrets=false
+// has a rule on Secrets and the driver runs with --sync-secrets=false
 // (never auto, which would look for such rules); on, the secret-sync
 // ClusterRole grants exactly what sync uses, bound to the driver, and the
 // driver runs with --sync-secrets=true.
@@ -77,9 +77,9 @@ func TestSecretsOnlyWithSync(t *testing.T) {
 				}
 				var secretRoles []string
 				for role, rules := range r.rules(t) {
-					// keymount-controller's own role, bound to its own
-					// ServiceAccount (TestControllerRBAC).
-					if role == "ClusterRole/"+controllerName {
+					// keymount-controller's roles (SecretSync, restart on
+					// change) are not the driver's.
+					if role == "ClusterRole/"+releaseName+"-controller" || role == "ClusterRole/"+releaseName+"-restart-on-change" {
 						continue
 					}
 					if slices.ContainsFunc(rules, touchesSecrets) {

@@ -7,6 +7,9 @@
 //	                          mode, group and content; with -follow, print
 //	                          again whenever something changed, until SIGTERM
 //	probe write F             try to create F, print the outcome, then wait
+//	probe env NAME...         print each environment variable as
+//	                          "env NAME=<value>" (or "env NAME unset"),
+//	                          then wait for SIGTERM
 //
 // Each report is one line on stdout, which the tests read from the
 // container's log on the node.
@@ -37,13 +40,25 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if len(os.Args) < 2 {
-		return usage("probe pause | show [-follow] FILE... | write FILE")
+		return usage("probe pause | show [-follow] FILE... | write FILE | env NAME...")
 	}
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "pause":
 		<-ctx.Done()
 	case "show":
 		return show(ctx, args)
+	case "env":
+		if len(args) == 0 {
+			return usage("probe env NAME...")
+		}
+		for _, name := range args {
+			if v, ok := os.LookupEnv(name); ok {
+				fmt.Printf("env %s=%s\n", name, v)
+			} else {
+				fmt.Printf("env %s unset\n", name)
+			}
+		}
+		<-ctx.Done()
 	case "write":
 		if len(args) != 1 {
 			return usage("probe write FILE")

@@ -1,0 +1,151 @@
+package syncctl
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	secretsyncv1alpha1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/cluster/secretsync"
+	"github.com/keymount/keymount/cluster/synchash"
+	"github.com/keymount/keymount/provider/v1alpha1"
+)
+
+// content is what the Secret of a SecretSync holds: everything the
+// controller writes but its owner reference.
+type content struct {
+	typ         corev1.SecretType
+	data        map[string][]byte
+	labels      map[string]string
+	annotations map[string]string
+}
+
+// secretType is spec.secretObject.type; Opaque when empty (the CRD requires
+// it, so only a fake API server leaves it out).
+func secretType(ss *secretsyncv1alpha1.SecretSync) corev1.SecretType {
+	if t := strings.TrimSpace(ss.Spec.SecretObject.Type); t != "" {
+		return corev1.SecretType(t)
+	}
+	return corev1.SecretTypeOpaque
+}
+
+// errMissingObject: a sourcePath the provider did not return.
+var errMissingObject = errors.New("the provider returned no file of that path")
+
+// desiredContent builds the Secret's content from the provider's files. Its
+// errors name sourcePaths, targetKeys and file names, never contents.
+func desiredContent(ss *secretsyncv1alpha1.SecretSync, files []*v1alpha1.File) (*content, error) {
+	byPath := make(map[string][]byte, len(files))
+	for _, f := range files {
+		byPath[path.Clean(f.GetPath())] = f.GetContents()
+	}
+	c := &content{
+		typ:         secretType(ss),
+		data:        make(map[string][]byte, len(ss.Spec.SecretObject.Data)),
+		labels:      map[string]string{},
+		annotations: map[string]string{},
+	}
+	for _, d := range ss.Spec.SecretObject.Data {
+		b, ok := byPath[path.Clean(d.SourcePath)]
+		if !ok {
+			return nil, fmt.Errorf("sourcePath %q (targetKey %q): %w (%s)", d.SourcePath, d.TargetKey, errMissingObject, describe(byPath))
+		}
+		if c.typ == corev1.SecretTypeTLS && (d.TargetKey == corev1.TLSCertKey || d.TargetKey == corev1.TLSPrivateKeyKey) {
+			part, err := secretsync.TLSPart(b, d.TargetKey)
+			if err != nil {
+				return nil, fmt.Errorf("sourcePath %q for targetKey %q of a %s Secret: %w", d.SourcePath, d.TargetKey, corev1.SecretTypeTLS, err)
+			}
+			b = part
+		}
+		c.data[d.TargetKey] = b
+	}
+	maps.Copy(c.labels, ss.Spec.SecretObject.Labels)
+	c.labels[secretsyncv1alpha1.LabelSecretSync] = ""
+	maps.Copy(c.annotations, ss.Spec.SecretObject.Annotations)
+	return c, nil
+}
+
+// describe lists the returned file names for a message, at most 20.
+func describe(byPath map[string][]byte) string {
+	if len(byPath) == 0 {
+		return "the provider returned no files"
+	}
+	names := slices.Sorted(maps.Keys(byPath))
+	more := ""
+	if len(names) > 20 {
+		more = fmt.Sprintf(" and %d more", len(names)-20)
+		names = names[:20]
+	}
+	return "files returned: " + strings.Join(names, ", ") + more
+}
+
+// currentContent is the part of an existing Secret that spec.secretObject
+// describes: its type, the target keys, the labels and annotations the
+// spec names (others' keys are not the controller's business). A key the
+// Secret lacks is left out, so the hash differs.
+func currentContent(ss *secretsyncv1alpha1.SecretSync, s *corev1.Secret) *content {
+	c := &content{typ: s.Type, data: map[string][]byte{}, labels: map[string]string{}, annotations: map[string]string{}}
+	for _, d := range ss.Spec.SecretObject.Data {
+		if b, ok := s.Data[d.TargetKey]; ok {
+			c.data[d.TargetKey] = b
+		}
+	}
+	pick := func(dst, src, want map[string]string) {
+		for k := range want {
+			if v, ok := src[k]; ok {
+				dst[k] = v
+			}
+		}
+	}
+	pick(c.labels, s.Labels, ss.Spec.SecretObject.Labels)
+	if v, ok := s.Labels[secretsyncv1alpha1.LabelSecretSync]; ok {
+		c.labels[secretsyncv1alpha1.LabelSecretSync] = v
+	}
+	pick(c.annotations, s.Annotations, ss.Spec.SecretObject.Annotations)
+	return c
+}
+
+// equal reports whether c and o hold the same content.
+func (c *content) equal(o *content) bool {
+	return c.typ == o.typ && maps.EqualFunc(c.data, o.data, func(a, b []byte) bool { return string(a) == string(b) }) &&
+		maps.Equal(c.labels, o.labels) && maps.Equal(c.annotations, o.annotations)
+}
+
+// changedKeys names the data keys added, changed and removed from old to c.
+func (c *content) changedKeys(old *content) (added, changed, removed []string) {
+	for k, v := range c.data {
+		ov, ok := old.data[k]
+		switch {
+		case !ok:
+			added = append(added, k)
+		case string(ov) != string(v):
+			changed = append(changed, k)
+		}
+	}
+	for k := range old.data {
+		if _, ok := c.data[k]; !ok {
+			removed = append(removed, k)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(changed)
+	slices.Sort(removed)
+	return added, changed, removed
+}
+
+// hashContent is what status.syncHash covers: the content, the SecretSync's
+// UID, generation and forceSynchronization, the class's UID and generation.
+func hashContent(ss *secretsyncv1alpha1.SecretSync, class *secretsstorev1.SecretProviderClass, c *content) *synchash.Content {
+	return &synchash.Content{
+		Type: string(c.typ), Data: c.data, Labels: c.labels, Annotations: c.annotations,
+		ClassUID: string(class.UID), ClassGeneration: class.Generation,
+		SyncUID: string(ss.UID), SyncGeneration: ss.Generation,
+		ForceSynchronization: ss.Spec.ForceSynchronization,
+	}
+}

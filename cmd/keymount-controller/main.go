@@ -1,0 +1,47 @@
+// Command keymount-controller serves secret-sync.x-k8s.io/v1alpha1
+// SecretSyncs: it fills the Secret each one describes from the providers
+// keymount's node driver uses, without pods or volumes. It accepts the
+// flags of kubernetes-sigs/secrets-store-sync-controller with their
+// meaning, plus keymount's own.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/internal/logredact"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	// Its own flag set: controller-runtime defines --kubeconfig on
+	// flag.CommandLine.
+	fs := flag.NewFlagSet("keymount-controller", flag.ExitOnError)
+	cfg, err := parseFlags(fs, os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "keymount-controller:", err)
+		os.Exit(2)
+	}
+	if cfg.printVersion {
+		fmt.Println("keymount-controller", version)
+		return
+	}
+	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, cfg)
+	stop()
+	if err != nil {
+		klog.ErrorS(err, "keymount-controller stopped")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}

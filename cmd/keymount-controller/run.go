@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/keymount/keymount/cluster/restart"
+	"github.com/keymount/keymount/cluster/syncctl"
+	"github.com/keymount/keymount/cluster/synchash"
+	"github.com/keymount/keymount/cluster/tokens"
+	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/internal/logredact"
+)
+
+// run serves SecretSyncs until ctx ends.
+func run(ctx context.Context, cfg *config) error {
+	ctrl.SetLogger(logredact.Logger(klog.Background()))
+	rc, err := restConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mgr, err := newManager(cfg, rc)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	providers, err := providerclient.New(providerclient.Config{
+		Dirs: []string{cfg.providerVolume}, Timeout: cfg.providerTimeout, MaxRecvMsgSize: cfg.maxRecvMsgSize,
+	})
+	if err != nil {
+		return fmt.Errorf("--provider-volume: %w", err)
+	}
+	defer func() { _ = providers.Close() }()
+	toks, err := tokens.NewManager(cs, tokens.Config{})
+	if err != nil {
+		return err
+	}
+	hashes, err := synchash.NewKeySource(cs, cfg.namespace)
+	if err != nil {
+		return err
+	}
+	m, err := syncctl.NewMetrics(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
+	r, err := syncctl.New(cfg.sync, syncctl.Deps{
+		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Providers: providers, Tokens: toks,
+		Hashes: hashes, Events: mgr.GetEventRecorder("keymount-controller"), Metrics: m,
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.SetupWithManager(ctx, mgr, cfg.workers); err != nil {
+		return err
+	}
+	if err := setupRestart(ctx, mgr, hashes); err != nil {
+		return err
+	}
+	klog.InfoS("starting", "version", version, "providerVolume", cfg.providerVolume, "audiences", len(cfg.sync.Audiences),
+		"rotationPollInterval", cfg.sync.PollInterval, "leaderElect", cfg.leaderElect, "namespace", cfg.namespace)
+	return mgr.Start(ctx)
+}
+
+// restartKeyLabel derives the key of restart's Secret digests from the
+// syncHash key: the same on every replica and across restarts, and not the
+// syncHash key itself.
+const restartKeyLabel = "keymount.io/restart-on-change/v1"
+
+// setupRestart adds restart on change (cluster/restart): workloads
+// annotated keymount.io/restart-on-change restarted when a mounted volume
+// or a SecretSync's Secret they consume changes.
+func setupRestart(ctx context.Context, mgr ctrl.Manager, hashes *synchash.KeySource) error {
+	h, err := hashes.Hasher(ctx)
+	if err != nil {
+		return fmt.Errorf("restart on change: the syncHash key: %w", err)
+	}
+	key := []byte(h.Sum(&synchash.Content{Type: restartKeyLabel}))
+	return restart.SetupWithManager(mgr, restart.Options{HashKey: key})
+}
+
+// restConfig is the API server's configuration: --kubeconfig, else
+// $KUBECONFIG, else in-cluster.
+func restConfig(cfg *config) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+	} else {
+		rc, err = ctrl.GetConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.UserAgent = "keymount-controller/" + version
+	rc.QPS = float32(cfg.kubeQPS)
+	rc.Burst = cfg.kubeBurst
+	return rc, nil
+}
+
+// newManager builds the controller-runtime manager: Lease leader election,
+// health probes, metrics, and a cache of SecretSyncs, classes and only the
+// Secrets carrying the SecretSync label, so memory does not grow with the
+// cluster's other Secrets.
+func newManager(cfg *config, rc *rest.Config) (ctrl.Manager, error) {
+	scheme, err := kube.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	cacheOpts, err := syncctl.CacheOptions()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(rc, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: cfg.metricsAddr},
+		HealthProbeBindAddress:  cfg.probeAddr,
+		LeaderElection:          cfg.leaderElect,
+		LeaderElectionID:        leaderElectionID,
+		LeaderElectionNamespace: cfg.leaderElectionNamespace,
+		// A replica that stops hands the Lease over at once.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cacheOpts,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("controller manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
