@@ -11,13 +11,6 @@ import (
 	"github.com/keymount/keymount/rotation"
 )
 
-// ReasonSubPathNotRefreshed is the reason of the Warning event on a pod
-// whose containers mount the refreshed volume through subPath and keep the
-// old content. The node records it: it is an event on a pod of the node,
-// not a write to a workload (restarts are keymount-controller's, package
-// cluster/restart).
-const ReasonSubPathNotRefreshed = "SecretSubPathNotRefreshed"
-
 // classAttribute is the CSI volume attribute naming the class.
 const classAttribute = "secretProviderClass"
 

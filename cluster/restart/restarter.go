@@ -17,18 +17,6 @@ import (
 	"github.com/keymount/keymount/rotation"
 )
 
-// Event reasons.
-const (
-	// ReasonRestarting, on the workload: keymount changed its pod template.
-	ReasonRestarting = "SecretRestarting"
-	// ReasonRestartSkipped, on the pod: it opted in, but has no workload
-	// keymount restarts.
-	ReasonRestartSkipped = "SecretRestartSkipped"
-	// ReasonRestartFailed, on the pod: reading or patching its workload
-	// failed (forbidden without the RBAC component).
-	ReasonRestartFailed = "SecretRestartFailed"
-)
-
 // RBACComponent is the kustomize component with the rules a restart needs,
 // bound to keymount-controller's ServiceAccount.
 const RBACComponent = "deploy/components/restart-on-change"

@@ -20,7 +20,7 @@ func upToDate(d *desired, cur *corev1.Secret) bool {
 		!containsStrings(cur.Labels, d.labels) || !containsStrings(cur.Annotations, d.annotations) {
 		return false
 	}
-	owned := ownedFields(cur.ManagedFields, FieldManager)
+	owned := ownedFields(cur.ManagedFields, NodeFieldManager)
 	annotations := maps.Clone(d.annotations)
 	maps.Copy(annotations, map[string]string{ContentTimeAnnotation: "", ContentNodeAnnotation: ""})
 	return !hasExtra(owned.data, d.data) && !hasExtra(owned.labels, d.labels) && !hasExtra(owned.annotations, annotations)
@@ -71,7 +71,7 @@ type owned struct {
 }
 
 // ownedFields reads what manager owns through apply from managed fields,
-// counting keymount's create entry (isCreation) as FieldManager's: the
+// counting keymount's create entry (isCreation) as NodeFieldManager's: the
 // first write to the Secret hands it over (relabel) before it applies.
 // Without managed fields it returns nothing, and a key the class stopped
 // listing is dropped with the next apply that happens for another reason.
@@ -79,7 +79,7 @@ func ownedFields(entries []metav1.ManagedFieldsEntry, manager string) owned {
 	var o owned
 	for _, e := range entries {
 		applied := e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
-		created := manager == FieldManager && isCreation(e)
+		created := manager == NodeFieldManager && isCreation(e)
 		if (!applied && !created) || e.FieldsV1 == nil {
 			continue
 		}

@@ -49,26 +49,26 @@ func TestUpToDate(t *testing.T) {
 			s.ManagedFields = []metav1.ManagedFieldsEntry{applied("kubectl", `{"f:data":{"f:extra":{}}}`)}
 		}), true},
 		{"keymount applied a key the class dropped", current(func(s *corev1.Secret) {
-			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(FieldManager, `{"f:data":{".":{},"f:extra":{},"f:password":{}}}`)}
+			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(NodeFieldManager, `{"f:data":{".":{},"f:extra":{},"f:password":{}}}`)}
 		}), false},
 		{"keymount created it with a key the class dropped (not relabelled yet)", current(func(s *corev1.Secret) {
-			s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
+			s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: NodeFieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
 				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{".":{},"f:extra":{},"f:password":{}}}`)}}
 		}), false},
 		{"keymount applied a label the class dropped", current(func(s *corev1.Secret) {
-			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(FieldManager, `{"f:metadata":{"f:labels":{"f:team":{}}}}`)}
+			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(NodeFieldManager, `{"f:metadata":{"f:labels":{"f:team":{}}}}`)}
 		}), false},
 		{"keymount applied an annotation the class dropped", current(func(s *corev1.Secret) {
-			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(FieldManager, `{"f:metadata":{"f:annotations":{"f:other":{}}}}`)}
+			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(NodeFieldManager, `{"f:metadata":{"f:annotations":{"f:other":{}}}}`)}
 		}), false},
 		{"keymount owns exactly what it wants", current(func(s *corev1.Secret) {
-			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(FieldManager,
+			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(NodeFieldManager,
 				`{"f:data":{"f:password":{}},"f:metadata":{"f:annotations":{"f:keymount.io/secretproviderclass":{}},"f:labels":{"f:secrets-store.csi.k8s.io/managed":{}}},"f:type":{}}`)}
 		}), true},
 		{"keymount applied a content stamp, older than this volume's", current(func(s *corev1.Secret) {
 			s.Annotations[ContentTimeAnnotation] = "2020-01-01T00:00:00Z"
 			s.Annotations[ContentNodeAnnotation] = "node-b"
-			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(FieldManager,
+			s.ManagedFields = []metav1.ManagedFieldsEntry{applied(NodeFieldManager,
 				`{"f:metadata":{"f:annotations":{"f:keymount.io/content-time":{},"f:keymount.io/content-node":{}}}}`)}
 		}), true},
 	}
@@ -83,16 +83,16 @@ func TestUpToDate(t *testing.T) {
 
 func TestOwnedFields(t *testing.T) {
 	entries := []metav1.ManagedFieldsEntry{
-		applied(FieldManager, `{"f:data":{".":{},"f:a":{},"f:tls.crt":{}},"f:metadata":{"f:labels":{"f:x/y":{}},"f:annotations":{"f:n":{}}},"f:type":{}}`),
+		applied(NodeFieldManager, `{"f:data":{".":{},"f:a":{},"f:tls.crt":{}},"f:metadata":{"f:labels":{"f:x/y":{}},"f:annotations":{"f:n":{}}},"f:type":{}}`),
 		applied("someone", `{"f:data":{"f:b":{}}}`),
 		// keymount's create, not relabelled yet: counts as its apply.
-		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:c":{}}}`)},
+		{Manager: NodeFieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:c":{}}}`)},
 		// Another manager's update, and keymount's update of a subresource: not keymount's apply.
 		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:d":{}}}`)},
-		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:e":{}}}`)},
-		applied(FieldManager, `not json`),
+		{Manager: NodeFieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:e":{}}}`)},
+		applied(NodeFieldManager, `not json`),
 	}
-	got := ownedFields(entries, FieldManager)
+	got := ownedFields(entries, NodeFieldManager)
 	want := owned{data: []string{"a", "tls.crt", "c"}, labels: []string{"x/y"}, annotations: []string{"n"}}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(owned{})); diff != "" {
 		t.Errorf("ownedFields (-want +got):\n%s", diff)

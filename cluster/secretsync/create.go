@@ -17,11 +17,11 @@ import (
 // read, and its content is compared first.
 //
 // A create is no apply: its fields belong to an update entry of
-// FieldManager, which an apply would never take them from, so that a key
+// NodeFieldManager, which an apply would never take them from, so that a key
 // the class stops listing would stay. The first write to the Secret after
 // it (write) therefore relabels them first, handing them to the apply
 // entries a sync by applies would have made; upToDate already counts them
-// as FieldManager's. A Secret that never changes costs its create alone.
+// as NodeFieldManager's. A Secret that never changes costs its create alone.
 func (s *Syncer) create(ctx context.Context, d *desired, owners []owner, mine stamp) (result, error) {
 	annotations := maps.Clone(d.annotations)
 	maps.Copy(annotations, mine.annotations())
@@ -33,14 +33,14 @@ func (s *Syncer) create(ctx context.Context, d *desired, owners []owner, mine st
 		Type: d.typ,
 		Data: d.data,
 	}
-	if err := s.c.Create(ctx, sec, FieldManager); err != nil {
+	if err := s.c.Create(ctx, sec, NodeFieldManager); err != nil {
 		return result{secret: d.name}, err
 	}
 	return result{secret: d.name, created: true}, nil
 }
 
 // relabel hands the fields of the update entry keymount's create left on
-// cur to FieldManager's apply entry, and its owner references to the
+// cur to NodeFieldManager's apply entry, and its owner references to the
 // manager of the node that created it (creatorManager; see relabelled), by
 // writing the managed
 // fields (the API server takes them as written). It returns cur as
@@ -58,7 +58,7 @@ func (s *Syncer) relabel(ctx context.Context, cur *corev1.Secret) (*corev1.Secre
 		return cur, err
 	}
 	out := cur.DeepCopy()
-	if err := s.c.Patch(ctx, out, types.MergePatchType, patch, FieldManager); err != nil {
+	if err := s.c.Patch(ctx, out, types.MergePatchType, patch, NodeFieldManager); err != nil {
 		return cur, err
 	}
 	return out, nil

@@ -15,7 +15,7 @@
 //
 // Every later write is a server-side apply, with force:
 //
-//   - field manager "keymount" (FieldManager): type, the data keys of the
+//   - field manager "keymount" (NodeFieldManager): type, the data keys of the
 //     class, the class's labels plus secrets-store.csi.k8s.io/managed=true
 //     (ManagedLabel) and its annotations plus
 //     keymount.io/secretproviderclass=<class> (ClassAnnotation), and the

@@ -95,14 +95,14 @@ func appliedOwnerUIDs(entries []metav1.ManagedFieldsEntry, manager string) []typ
 }
 
 // isCreation reports whether e is the entry keymount's create left: an
-// update by FieldManager.
+// update by NodeFieldManager.
 func isCreation(e metav1.ManagedFieldsEntry) bool {
-	return e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == ""
+	return e.Manager == NodeFieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == ""
 }
 
 // relabelled returns the managed fields of a Secret keymount created, as if
 // it had been written by applies: what the create's entry (isCreation)
-// holds goes to FieldManager's apply entry, except the owner references,
+// holds goes to NodeFieldManager's apply entry, except the owner references,
 // which go to the node's manager's apply entry. Every other entry is kept
 // as it is. It returns false when there is no create entry.
 func relabelled(entries []metav1.ManagedFieldsEntry, nodeManager string) ([]metav1.ManagedFieldsEntry, bool, error) {
@@ -124,7 +124,7 @@ func relabelled(entries []metav1.ManagedFieldsEntry, nodeManager string) ([]meta
 		return entries, false, nil
 	}
 	var err error
-	if out, err = mergeApplied(out, FieldManager, rest, created); err != nil {
+	if out, err = mergeApplied(out, NodeFieldManager, rest, created); err != nil {
 		return nil, false, err
 	}
 	if out, err = mergeApplied(out, nodeManager, refs, created); err != nil {

@@ -34,7 +34,7 @@ func TestAppliedOwnerUIDs(t *testing.T) {
 func TestRelabelled(t *testing.T) {
 	created := metav1.NewTime(metav1.Now().Rfc3339Copy().Time)
 	creation := metav1.ManagedFieldsEntry{
-		Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &created, FieldsType: "FieldsV1",
+		Manager: NodeFieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &created, FieldsType: "FieldsV1",
 		FieldsV1: metav1.NewFieldsV1(`{"f:data":{".":{},"f:a":{}},"f:metadata":{"f:labels":{".":{},"f:l":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"u1\"}":{}}},"f:type":{}}`),
 	}
 	other := applied("other-tool", `{"f:data":{"f:x":{}}}`)
@@ -50,7 +50,7 @@ func TestRelabelled(t *testing.T) {
 		}},
 		{"merged into later applies", []metav1.ManagedFieldsEntry{
 			creation,
-			applied(FieldManager, `{"f:data":{"f:b":{}}}`),
+			applied(NodeFieldManager, `{"f:data":{"f:b":{}}}`),
 			applied("keymount-node-a", `{"f:metadata":{"f:ownerReferences":{"k:{\"uid\":\"u2\"}":{}}}}`),
 		}, map[string]string{
 			"keymount/Apply":        `{"f:data":{".":{},"f:a":{},"f:b":{}},"f:metadata":{"f:labels":{".":{},"f:l":{}}},"f:type":{}}`,

@@ -18,7 +18,7 @@ import (
 
 // Owner references are applied by one field manager per node.
 const (
-	nodeManagerPrefix = FieldManager + "-node-"
+	nodeManagerPrefix = NodeFieldManager + "-node-"
 	// maxManagerLength is the API server's limit on a field manager name.
 	maxManagerLength = 128
 	// classAttribute is the volume attribute naming the class.

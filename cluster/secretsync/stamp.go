@@ -34,7 +34,7 @@ type stamp struct {
 }
 
 // recordedStamp reads the stamp of cur; zero when there is none or it does
-// not parse. A stamp is never later than the last write of FieldManager,
+// not parse. A stamp is never later than the last write of NodeFieldManager,
 // which recorded it, by the API server's clock (the time of its managed
 // fields entry), so a node whose clock runs ahead cannot hold the Secret for
 // longer than a node whose clock is right would.
@@ -45,7 +45,7 @@ func recordedStamp(cur *corev1.Secret) stamp {
 	}
 	var written time.Time
 	for _, e := range cur.ManagedFields {
-		if e.Manager == FieldManager && e.Subresource == "" && e.Time != nil && e.Time.After(written) {
+		if e.Manager == NodeFieldManager && e.Subresource == "" && e.Time != nil && e.Time.After(written) {
 			written = e.Time.Time
 		}
 	}

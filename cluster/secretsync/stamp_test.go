@@ -52,12 +52,12 @@ func TestRecordedStamp(t *testing.T) {
 		{"does not parse", secret(map[string]string{ContentTimeAnnotation: "yesterday", ContentNodeAnnotation: "a"}), stamp{}},
 		{"stamped", secret(stamped), stamp{"node-a", t0}},
 		{"stamped before keymount's last write", secret(stamped,
-			metav1.ManagedFieldsEntry{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, Time: new(metav1.NewTime(t0.Add(time.Minute)))}),
+			metav1.ManagedFieldsEntry{Manager: NodeFieldManager, Operation: metav1.ManagedFieldsOperationApply, Time: new(metav1.NewTime(t0.Add(time.Minute)))}),
 			stamp{"node-a", t0}},
 		{"stamped after keymount's last write: a clock ahead", secret(stamped,
 			metav1.ManagedFieldsEntry{Manager: "someone", Operation: metav1.ManagedFieldsOperationApply, Time: new(metav1.NewTime(t0.Add(-2 * time.Hour)))},
-			metav1.ManagedFieldsEntry{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Time: new(metav1.NewTime(t0.Add(-3 * time.Hour)))},
-			metav1.ManagedFieldsEntry{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, Time: &written}),
+			metav1.ManagedFieldsEntry{Manager: NodeFieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Time: new(metav1.NewTime(t0.Add(-3 * time.Hour)))},
+			metav1.ManagedFieldsEntry{Manager: NodeFieldManager, Operation: metav1.ManagedFieldsOperationApply, Time: &written}),
 			stamp{"node-a", written.Add(time.Second)}},
 	}
 	for _, tt := range tests {

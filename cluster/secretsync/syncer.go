@@ -25,9 +25,9 @@ const (
 	ManagedLabel = "secrets-store.csi.k8s.io/managed"
 	// ClassAnnotation names the SecretProviderClass that syncs a Secret.
 	ClassAnnotation = "keymount.io/secretproviderclass"
-	// FieldManager applies the content of synced Secrets; owner references
+	// NodeFieldManager applies the content of synced Secrets; owner references
 	// are applied by keymount-node-<node>.
-	FieldManager = "keymount"
+	NodeFieldManager = "keymount"
 	// maxAttempts bounds the writes of one Secret in one sync that fail
 	// because the Secret changed since it was read.
 	maxAttempts = 4

@@ -140,7 +140,7 @@ func (s *Syncer) write(ctx context.Context, d *desired, cur *corev1.Secret, owne
 	return r, s.applyOwners(ctx, d, cur, version, owners)
 }
 
-// applyContent applies d and the stamp mine as FieldManager, on the Secret
+// applyContent applies d and the stamp mine as NodeFieldManager, on the Secret
 // cur exactly (same uid and resourceVersion), and returns the new
 // resourceVersion.
 func (s *Syncer) applyContent(ctx context.Context, d *desired, cur *corev1.Secret, mine stamp) (string, error) {
@@ -150,7 +150,7 @@ func (s *Syncer) applyContent(ctx context.Context, d *desired, cur *corev1.Secre
 	cfg := newSecretApply(d, cur.UID)
 	cfg.Metadata.ResourceVersion = cur.ResourceVersion
 	cfg.Type, cfg.Data, cfg.Metadata.Labels, cfg.Metadata.Annotations = &typ, d.data, d.labels, annotations
-	out, err := s.apply(ctx, cfg, FieldManager)
+	out, err := s.apply(ctx, cfg, NodeFieldManager)
 	if err != nil {
 		return "", err
 	}

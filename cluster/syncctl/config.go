@@ -17,10 +17,10 @@ const FieldManager = "keymount-controller"
 const (
 	// DefaultPollInterval is the sync controller's --rotation-poll-interval.
 	DefaultPollInterval = 12 * time.Hour
-	// DefaultBackoffInitial and DefaultBackoffMax space the retries of a
+	// DefaultSyncBackoffInitial and DefaultSyncBackoffMax space the retries of a
 	// failing sync: 10 s after the first failure, doubling up to 10 min.
-	DefaultBackoffInitial = 10 * time.Second
-	DefaultBackoffMax     = 10 * time.Minute
+	DefaultSyncBackoffInitial = 10 * time.Second
+	DefaultSyncBackoffMax     = 10 * time.Minute
 )
 
 // Config is what the reconciler is told by its flags.
@@ -45,10 +45,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("syncctl: the poll interval %s is negative: use 0 (no periodic refresh) or more", c.PollInterval)
 	}
 	if c.Backoff.Initial == 0 {
-		c.Backoff.Initial = DefaultBackoffInitial
+		c.Backoff.Initial = DefaultSyncBackoffInitial
 	}
 	if c.Backoff.Max == 0 {
-		c.Backoff.Max = DefaultBackoffMax
+		c.Backoff.Max = DefaultSyncBackoffMax
 	}
 	if c.Backoff.Initial < 0 || c.Backoff.Max < c.Backoff.Initial {
 		return c, errors.New("syncctl: the backoff needs 0 < initial <= max")

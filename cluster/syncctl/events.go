@@ -11,15 +11,6 @@ import (
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 )
 
-// Event reasons keymount-controller adds to the conditions' reasons (a
-// created Secret is CreateSuccessful, a failure the failing condition's
-// reason).
-const (
-	// ReasonSecretUpdated (Normal): a refresh changed the Secret; the note
-	// names the keys added, changed and removed, never a value.
-	ReasonSecretUpdated = "SecretUpdated"
-)
-
 // keyList names the keys of data, sorted.
 func keyList(data map[string][]byte) string {
 	return strings.Join(slices.Sorted(maps.Keys(data)), ", ")
