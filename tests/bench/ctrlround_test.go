@@ -3,6 +3,7 @@ package bench_test
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,13 +20,18 @@ import (
 // roundResult is what one refresh round cost, scaled to exactly one
 // refresh of every SecretSync.
 type roundResult struct {
-	// writes is the Secrets and SecretSyncs whose resourceVersion moved.
-	writes int
+	// secretWrites and syncWrites are the Secrets and SecretSyncs whose
+	// resourceVersion moved.
+	secretWrites, syncWrites int
 	// refreshes is the successful syncs the round counted.
 	refreshes int
-	// cpu and wall are seconds; store is Secrets Manager requests.
-	cpu, wall, store float64
+	// cpu and wall are seconds; store is Secrets Manager requests, sts the
+	// other AWS requests (STS).
+	cpu, wall, store, sts float64
 }
+
+// writes is every write the round made.
+func (rr roundResult) writes() int { return rr.secretWrites + rr.syncWrites }
 
 // refreshRound waits until the controller has refreshed as many
 // SecretSyncs as there are (its poll interval makes them due; nothing
@@ -39,9 +45,9 @@ func (r *ctrlRun) refreshRound(b *testing.B, c *controllerProc) roundResult {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var store0 int64
+	var store0, sts0 int64
 	if r.counter != nil {
-		store0 = r.counter.store.Load()
+		store0, sts0 = r.counter.store.Load(), r.counter.other.Load()
 	}
 	t0 := time.Now()
 	want := float64(r.sc.syncs)
@@ -57,22 +63,32 @@ func (r *ctrlRun) refreshRound(b *testing.B, c *controllerProc) roundResult {
 	res.wall = wall.Seconds() * scale
 	if r.counter != nil {
 		res.store = float64(r.counter.store.Load()-store0) * scale
+		res.sts = float64(r.counter.other.Load()-sts0) * scale
 	}
 	after := r.versions(b)
 	for k, v := range after {
 		if before[k] != v {
-			res.writes++
+			res.count(k)
 		}
 	}
 	for k := range before {
 		if _, ok := after[k]; !ok {
-			res.writes++
+			res.count(k)
 		}
 	}
 	if f := s1.failed() - s0.failed(); f > 0 {
 		b.Errorf("%.0f syncs failed during a refresh round (counters %v)\n%s", f, s1, c.logTail())
 	}
 	return res
+}
+
+// count counts a write of the object versions names k.
+func (rr *roundResult) count(k string) {
+	if strings.HasPrefix(k, "SecretList/") {
+		rr.secretWrites++
+	} else {
+		rr.syncWrites++
+	}
 }
 
 // versions maps every SecretSync and labelled Secret of the benchmark
@@ -145,5 +161,5 @@ func (r *ctrlRun) startAWS(b *testing.B, bin string) {
 
 // String names the round's figures, for logs.
 func (rr roundResult) String() string {
-	return fmt.Sprintf("writes %d, refreshes %d, cpu %.2fs, wall %.1fs, store calls %.1f", rr.writes, rr.refreshes, rr.cpu, rr.wall, rr.store)
+	return fmt.Sprintf("Secrets written %d, SecretSyncs written %d, refreshes %d", rr.secretWrites, rr.syncWrites, rr.refreshes)
 }
