@@ -191,8 +191,8 @@ func startCtrlRun(b *testing.B, sc ctrlScale, provider string) *ctrlRun {
 	b.Helper()
 	r := &ctrlRun{sc: sc, provider: provider, dir: b.TempDir(), sockets: socketDir(b)}
 	r.env = k8senv.Start(b, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
-	var cfg = r.env.Config
-	r.kubeconfig, cfg = r.env.KubeconfigFor(b, "keymount-bench-controller", []string{"system:masters"})
+	kubeconfig, cfg := r.env.KubeconfigFor(b, "keymount-bench-controller", []string{"system:masters"})
+	r.kubeconfig = kubeconfig
 	scheme, err := kube.NewScheme()
 	if err != nil {
 		b.Fatal(err)
