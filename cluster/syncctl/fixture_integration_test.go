@@ -26,8 +26,8 @@ import (
 
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
-	"github.com/keymount/keymount/cluster/synchash"
 	"github.com/keymount/keymount/cluster/syncctl"
+	"github.com/keymount/keymount/cluster/synchash"
 	"github.com/keymount/keymount/cluster/tokens"
 	"github.com/keymount/keymount/driver/providerclient"
 	"github.com/keymount/keymount/internal/kube"

@@ -13,6 +13,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/keymount/keymount/cluster/restart"
 	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/cluster/synchash"
 	"github.com/keymount/keymount/cluster/tokens"
@@ -65,11 +66,29 @@ func run(ctx context.Context, cfg *config) error {
 	if err := r.SetupWithManager(ctx, mgr, cfg.workers); err != nil {
 		return err
 	}
-	// Restart on change (issue 20, point 6: cluster/restart's reconciler)
-	// is added to mgr here once it runs in the controller.
+	if err := setupRestart(ctx, mgr, hashes); err != nil {
+		return err
+	}
 	klog.InfoS("starting", "version", version, "providerVolume", cfg.providerVolume, "audiences", len(cfg.sync.Audiences),
 		"rotationPollInterval", cfg.sync.PollInterval, "leaderElect", cfg.leaderElect, "namespace", cfg.namespace)
 	return mgr.Start(ctx)
+}
+
+// restartKeyLabel derives the key of restart's Secret digests from the
+// syncHash key: the same on every replica and across restarts, and not the
+// syncHash key itself.
+const restartKeyLabel = "keymount.io/restart-on-change/v1"
+
+// setupRestart adds restart on change (cluster/restart): workloads
+// annotated keymount.io/restart-on-change restarted when a mounted volume
+// or a SecretSync's Secret they consume changes.
+func setupRestart(ctx context.Context, mgr ctrl.Manager, hashes *synchash.KeySource) error {
+	h, err := hashes.Hasher(ctx)
+	if err != nil {
+		return fmt.Errorf("restart on change: the syncHash key: %w", err)
+	}
+	key := []byte(h.Sum(&synchash.Content{Type: restartKeyLabel}))
+	return restart.SetupWithManager(mgr, restart.Options{HashKey: key})
 }
 
 // restConfig is the API server's configuration: --kubeconfig, else

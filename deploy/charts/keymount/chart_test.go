@@ -20,6 +20,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -128,6 +129,7 @@ func renderRawAt(ch *chart.Chart, vals map[string]any, kv chartutil.KubeVersion)
 type release struct {
 	objects      []*unstructured.Unstructured
 	daemonSets   map[string]*appsv1.DaemonSet
+	deployments  map[string]*appsv1.Deployment
 	clusterRoles map[string]*rbacv1.ClusterRole
 	bindings     map[string]*rbacv1.ClusterRoleBinding
 	csiDriver    *storagev1.CSIDriver
@@ -155,6 +157,7 @@ func renderValues(t *testing.T, vals map[string]any) *release {
 	}
 	r := &release{
 		daemonSets:   map[string]*appsv1.DaemonSet{},
+		deployments:  map[string]*appsv1.Deployment{},
 		clusterRoles: map[string]*rbacv1.ClusterRole{},
 		bindings:     map[string]*rbacv1.ClusterRoleBinding{},
 		services:     map[string]*corev1.Service{},
@@ -185,6 +188,12 @@ func (r *release) add(t *testing.T, template, doc string) {
 		ds := &appsv1.DaemonSet{}
 		r.daemonSets[u.GetName()] = ds
 		target = ds
+	case "Deployment":
+		d := &appsv1.Deployment{}
+		r.deployments[u.GetName()] = d
+		target = d
+	case "PodDisruptionBudget":
+		target = &policyv1.PodDisruptionBudget{}
 	case "ClusterRole":
 		role := &rbacv1.ClusterRole{}
 		r.clusterRoles[u.GetName()] = role

@@ -1,0 +1,247 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/cluster/syncrequest"
+	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/provider/local"
+	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/k8senv"
+)
+
+const eventually = 90 * time.Second
+
+// TestBinaryAgainstAPIServer builds keymount-controller and runs it as a
+// process with the sync controller's flags against a real API server and
+// the local provider: it takes the Lease, answers /healthz and /readyz,
+// creates a SecretSync's Secret, counts it in /metrics, and on SIGTERM
+// exits 0 and releases the Lease.
+func TestBinaryAgainstAPIServer(t *testing.T) {
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	scheme, err := kube.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, ns := range []string{"keymount-system", "app"} {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("app").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := t.TempDir()
+	if err := os.WriteFile(filepath.Join(store, "password"), []byte("from-the-store"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sockDir, err := sockettest.MkdirTemp("kmcb-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	serveLocal(t, sockDir, store)
+
+	kubeconfig, _ := env.KubeconfigFor(t, "keymount-controller", []string{"system:masters"})
+	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	proc := startBinary(t, buildBinary(t), []string{
+		"--kubeconfig=" + kubeconfig, "--leader-elect", "--provider-volume=" + sockDir,
+		"--token-request-audience=aud-one,aud-two", "--rotation-poll-interval=0s",
+		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=" + probeAddr,
+	}, syncrequest.EnvPodNamespace+"=keymount-system", syncrequest.EnvPodName+"=keymount-controller-0")
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		poll(t, "GET "+path, func(ctx context.Context) (bool, error) {
+			code, _ := get(ctx, "http://"+probeAddr+path)
+			return code == http.StatusOK, nil
+		})
+	}
+	lease := types.NamespacedName{Namespace: "keymount-system", Name: leaderElectionID}
+	poll(t, "the Lease held", func(ctx context.Context) (bool, error) {
+		l, err := cs.CoordinationV1().Leases(lease.Namespace).Get(ctx, lease.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
+	})
+
+	class := &secretsstorev1.SecretProviderClass{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "store"},
+		Spec:       secretsstorev1.SecretProviderClassSpec{Provider: "local", Parameters: map[string]string{"objects": "- objectName: password\n"}},
+	}
+	ss := &ss1.SecretSync{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"},
+		Spec: ss1.SecretSyncSpec{SecretProviderClassName: "store", ServiceAccountName: "app", SecretObject: ss1.SecretObject{
+			Type: "Opaque", Data: []ss1.SecretObjectData{{SourcePath: "password", TargetKey: "password"}},
+		}},
+	}
+	for _, o := range []client.Object{class, ss} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, "the Secret", func(ctx context.Context) (bool, error) {
+		var s corev1.Secret
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "app", Name: "db"}, &s); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return string(s.Data["password"]) == "from-the-store", nil
+	})
+	poll(t, "the sync counted in /metrics", func(ctx context.Context) (bool, error) {
+		code, body := get(ctx, "http://"+metricsAddr+"/metrics")
+		return code == http.StatusOK && strings.Contains(body, `keymount_controller_syncs_total{result="created"} 1`) &&
+			strings.Contains(body, "keymount_controller_provider_call_duration_seconds_bucket"), nil
+	})
+
+	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Wait(); err != nil {
+		t.Errorf("after SIGTERM: %v, want exit 0", err)
+	}
+	l, err := cs.CoordinationV1().Leases(lease.Namespace).Get(ctx, lease.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+		t.Errorf("the Lease is still held by %q after a clean stop", *l.Spec.HolderIdentity)
+	}
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("this test builds the binary and needs the go command: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "keymount-controller")
+	if out, err := exec.CommandContext(t.Context(), goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startBinary starts bin; it dies with the test (parent-death signal) and
+// is killed at cleanup if still running. Its output goes to the test log
+// on failure.
+func startBinary(t *testing.T, bin string, args []string, env ...string) *exec.Cmd {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "controller.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		_ = logFile.Close()
+		if t.Failed() {
+			if b, err := os.ReadFile(logPath); err == nil {
+				t.Logf("keymount-controller log:\n%s", tail(string(b), 8000))
+			}
+		}
+	})
+	return cmd
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// serveLocal serves the local provider over root as "local" in dir.
+func serveLocal(t *testing.T, dir, root string) {
+	t.Helper()
+	p, err := local.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Name: "local", Version: "test", SocketDir: dir}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("local provider: %v", err)
+		}
+	})
+}
+
+// freeAddr returns a 127.0.0.1 address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+func get(ctx context.Context, url string) (int, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, ""
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func poll(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, eventually, true, cond); err != nil {
+		t.Fatal(fmt.Errorf("waiting for %s: %w", what, err))
+	}
+}
