@@ -105,6 +105,9 @@ func startStoreCounter(b *testing.B, endpoint string) *storeCounter {
 	c := &storeCounter{}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.Transport = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}
+	// Requests still in flight when the provider stops are cancelled:
+	// answer them 502 without logging.
+	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
