@@ -11,12 +11,19 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/cluster"
+	"github.com/keymount/keymount/cluster/podstatus"
 	"github.com/keymount/keymount/cluster/restart"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/volume"
@@ -25,13 +32,15 @@ import (
 )
 
 // TestRestartOnChangeAcrossNodes: two pods of one Deployment, on two nodes,
-// each with its node's cluster side. A first publish restarts nothing. A
-// refresh that changes both volumes, reported by both nodes at once,
-// changes the Deployment's pod template once, with one event; the pod whose
-// container mounts the volume through subPath gets a Warning event saying
-// so.
+// each with its node's cluster side, and keymount-controller's restart
+// reconcilers. A first publish restarts nothing and reports no change. A
+// refresh that changes both volumes, reported by both nodes at once in
+// their pod statuses (ContentChanged, the new versions), changes the
+// Deployment's pod template once, with one event, written by the
+// controller; the nodes write no workload. The pod whose container mounts
+// the volume through subPath gets a Warning event from its node.
 func TestRestartOnChangeAcrossNodes(t *testing.T) {
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	cs := kubernetes.NewForConfigOrDie(restConfig(env))
 	api := newAPIClient(t, env)
 	ns, err := cs.CoreV1().Namespaces().Create(t.Context(),
@@ -63,6 +72,7 @@ func TestRestartOnChangeAcrossNodes(t *testing.T) {
 		}
 		waitFor(t, "the caches of "+p.Spec.NodeName+" to sync", nodes[i].Synced)
 	}
+	startRestartController(t, restConfig(env))
 	outcome := func(p *corev1.Pod, version string, first bool) *driver.Outcome {
 		return &driver.Outcome{
 			VolumeID: "csi-" + p.Name, TargetPath: "/var/lib/kubelet/pods/" + string(p.UID) + "/volumes/kubernetes.io~csi/secrets/mount",
@@ -88,30 +98,85 @@ func TestRestartOnChangeAcrossNodes(t *testing.T) {
 		}
 		return got.Generation, got.Spec.Template.Annotations[restart.AnnotationKey(spc.Name)]
 	}
+	reports := func(version string) bool { return podStatusesSay(t, api, pods, spc.Name, version) }
 
 	publishAll("1", true)
-	if gen, v := generation(); gen != d.Generation || v != "" {
-		t.Fatalf("after the first publishes: generation %d, annotation %q; want %d and none", gen, v, d.Generation)
+	if !reports("1") {
+		t.Fatal("after the first publishes the pod statuses do not say version 1 without a change")
 	}
-
 	publishAll("2", false)
+	if !reports("2") {
+		t.Fatal("after the change the pod statuses do not report it with version 2")
+	}
 	want := restart.AnnotationValue([]volume.Object{{ID: "password", Version: "2"}})
-	if gen, v := generation(); gen != d.Generation+1 || v != want {
-		t.Errorf("after the change: generation %d, annotation %q; want %d and %q", gen, v, d.Generation+1, want)
+	waitFor(t, "the controller's restart", func() bool { _, v := generation(); return v == want })
+	if gen, _ := generation(); gen != d.Generation+1 {
+		t.Errorf("after the change: generation %d, want %d: one restart, none for the first publish", gen, d.Generation+1)
 	}
 	waitFor(t, "the subPath warning on "+pods[0].Name, func() bool {
-		return len(eventsOn(t, cs, pods[0], restart.ReasonSubPathNotRefreshed)) > 0
+		return len(eventsOn(t, cs, pods[0], cluster.ReasonSubPathNotRefreshed)) > 0
 	})
-	if ev := eventsOn(t, cs, pods[0], restart.ReasonSubPathNotRefreshed)[0]; ev.Type != corev1.EventTypeWarning ||
-		!strings.Contains(ev.Message, "app (/etc/app/password)") || !strings.Contains(ev.Message, "old content until restarted") {
+	if ev := eventsOn(t, cs, pods[0], cluster.ReasonSubPathNotRefreshed)[0]; ev.Type != corev1.EventTypeWarning ||
+		!strings.Contains(ev.Message, "app (/etc/app/password)") || !strings.Contains(ev.Message, "old content until restarted") ||
+		!strings.Contains(ev.Message, "keymount-controller restarts the workload") {
 		t.Errorf("subPath event: %s %q", ev.Type, ev.Message)
 	}
+	checkRestartEvent(t, cs, d)
+}
+
+// podStatusesSay reports whether the pod statuses of pods' volumes of class
+// say version, and a change unless version is "1" (the first publish).
+func podStatusesSay(t *testing.T, api client.Client, pods []*corev1.Pod, class, version string) bool {
+	t.Helper()
+	for _, p := range pods {
+		st := &secretsstorev1.SecretProviderClassPodStatus{}
+		key := types.NamespacedName{Namespace: p.Namespace, Name: podstatus.Name(p.Name, p.Namespace, class)}
+		if err := api.Get(t.Context(), key, st); err != nil {
+			t.Fatal(err)
+		}
+		changed := meta.IsStatusConditionTrue(st.Status.Conditions, secretsstorev1.ConditionContentChanged)
+		if changed != (version != "1") || len(st.Status.Objects) != 1 || st.Status.Objects[0].Version != version {
+			return false
+		}
+	}
+	return true
+}
+
+// checkRestartEvent: one SecretRestarting event on d, from the controller.
+func checkRestartEvent(t *testing.T, cs kubernetes.Interface, d *appsv1.Deployment) {
+	t.Helper()
 	waitFor(t, "the restart event on the Deployment", func() bool {
 		return len(eventsOn(t, cs, d, restart.ReasonRestarting)) > 0
 	})
-	if evs := eventsOn(t, cs, d, restart.ReasonRestarting); len(evs) != 1 || evs[0].Count > 1 {
-		t.Errorf("restart events on the Deployment: %+v, want one", evs)
+	if evs := eventsOn(t, cs, d, restart.ReasonRestarting); len(evs) != 1 || evs[0].Count > 1 || evs[0].Source.Component != restart.EventSource {
+		t.Errorf("restart events on the Deployment: %+v, want one from %s", evs, restart.EventSource)
 	}
+}
+
+// startRestartController runs keymount-controller's restart reconcilers
+// (no leader election, no listener) until the test ends.
+func startRestartController(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	scheme, err := cluster.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restart.SetupWithManager(mgr, restart.Options{DriverName: driver.DefaultDriverName}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the manager: %v", err)
+		}
+	})
 }
 
 func createDeployment(t *testing.T, cs kubernetes.Interface, ns string) (*appsv1.Deployment, *appsv1.ReplicaSet) {

@@ -11,10 +11,11 @@ import (
 	"github.com/keymount/keymount/rotation"
 )
 
-// ReasonSubPathNotRefreshed, on the pod: containers mount the refreshed
-// volume through subPath and keep the old content. The node records it: it
-// is an event on a pod of the node, not a write to a workload (restarts are
-// keymount-controller's, package cluster/restart).
+// ReasonSubPathNotRefreshed is the reason of the Warning event on a pod
+// whose containers mount the refreshed volume through subPath and keep the
+// old content. The node records it: it is an event on a pod of the node,
+// not a write to a workload (restarts are keymount-controller's, package
+// cluster/restart).
 const ReasonSubPathNotRefreshed = "SecretSubPathNotRefreshed"
 
 // classAttribute is the CSI volume attribute naming the class.

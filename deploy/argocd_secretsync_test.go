@@ -112,7 +112,10 @@ func TestArgoCDSecretSyncRefreshAction(t *testing.T) {
 		t.Fatalf("definitions %+v, want refresh only", actions.Definitions)
 	}
 	obj := luaObject(t, secretSync(2, syncStatus(2, cond("Ready", "True", "Synced", 2, ""))))
-	meta := obj["metadata"].(map[string]any)
+	meta, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		t.Fatalf("the SecretSync has no metadata: %v", obj)
+	}
 	meta["annotations"] = map[string]any{"team": "payments", rotation.RefreshAnnotation: "2020-01-01T00:00:00Z"}
 	want := luaObject(t, secretSync(2, syncStatus(2, cond("Ready", "True", "Synced", 2, ""))))
 	before := time.Now().UTC().Truncate(time.Second)

@@ -19,6 +19,9 @@ var otherTools = map[string]string{
 	"cascade":        "kubectl delete",
 	"field-manager":  "kubectl apply",
 	"field-selector": "kubectl",
+	"for":            "kubectl wait",
+	"install":        "helm upgrade",
+	"set":            "helm",
 	"overwrite":      "kubectl annotate",
 	"server-side":    "kubectl apply",
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/rotation"
 )
@@ -42,6 +43,16 @@ func registered(t *testing.T) []string {
 	m.SecretUnchanged()
 	m.WatchProviderHealth(func() map[string]bool { return map[string]bool{"p": true} })
 	out := gathered(t, m.Registry())
+
+	// keymount-controller's, on its --metrics-bind-address beside
+	// controller-runtime's.
+	reg := prometheus.NewRegistry()
+	cm, err := syncctl.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.ProviderCall("p", codes.OK, time.Millisecond)
+	out = append(out, gathered(t, reg)...)
 
 	// The AWS provider's, on keymount-provider-aws --metrics-addr.
 	aws := metrics.NewAWS()

@@ -163,7 +163,7 @@ func newCache(mgr ctrl.Manager, key []byte) (cache.Cache, error) {
 		return c, nil
 	}
 	for _, w := range []client.Object{&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}} {
-		if err := c.IndexField(context.Background(), w, indexSecret, secretsOf); err != nil {
+		if err := c.IndexField(context.Background(), w, indexConsumes, secretsOf); err != nil {
 			return nil, fmt.Errorf("restart: index %T: %w", w, err)
 		}
 	}

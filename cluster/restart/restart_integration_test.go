@@ -45,8 +45,10 @@ type apps struct {
 func startAPI(t *testing.T) *apps {
 	t.Helper()
 	env := k8senv.Start(t, k8senv.Options{})
-	return &apps{env: env, admin: kubernetes.NewForConfigOrDie(env.Config)}
+	return &apps{env: env, admin: newAdmin(env)}
 }
+
+func newAdmin(env *k8senv.Env) kubernetes.Interface { return kubernetes.NewForConfigOrDie(env.Config) }
 
 func (a *apps) namespace(t *testing.T) string {
 	t.Helper()

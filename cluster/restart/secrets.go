@@ -37,6 +37,11 @@ const SecretRolloutPrefix = RolloutAnnotationPrefix + "secret-"
 // (never written to the API server), the keyed digest of its content.
 const contentAnnotation = rotation.AnnotationPrefix + "restart-content"
 
+// writtenAnnotation carries, on the cache's trimmed copy of a Secret only,
+// the time of its last write as the API server recorded it (the latest
+// managedFields time, RFC 3339, whole seconds as creationTimestamp).
+const writtenAnnotation = rotation.AnnotationPrefix + "restart-written"
+
 // hashDomain separates this digest from every other use of the key.
 const hashDomain = "keymount restart-on-change secret content v1\x00"
 
@@ -84,11 +89,26 @@ func secretTrimmer(key []byte) func(any) (any, error) {
 		if !ok {
 			return obj, nil
 		}
+		annotations := map[string]string{contentAnnotation: SecretAnnotationValue(key, s.Type, s.Data)}
+		if w := lastWrite(s); !w.IsZero() {
+			annotations[writtenAnnotation] = w.UTC().Format(time.RFC3339)
+		}
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
-			Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
-			Annotations: map[string]string{contentAnnotation: SecretAnnotationValue(key, s.Type, s.Data)},
+			Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion, Annotations: annotations,
 		}}, nil
 	}
+}
+
+// lastWrite is the latest time of s's managedFields: when the API server
+// last saw a manager write it.
+func lastWrite(s *corev1.Secret) time.Time {
+	var last time.Time
+	for _, m := range s.ManagedFields {
+		if m.Time != nil && m.Time.After(last) {
+			last = m.Time.Time
+		}
+	}
+	return last
 }
 
 // secretSeen is what the reconciler remembers of a Secret since it started.
@@ -111,13 +131,18 @@ type secretReconciler struct {
 }
 
 // observe records the Secret's current value and returns what is known of
-// its changes.
-func (s *secretReconciler) observe(key types.NamespacedName, value string) secretSeen {
+// its changes. A change is dated by the write that made it, as the API
+// server recorded it (writtenAnnotation), else by the clock.
+func (s *secretReconciler) observe(key types.NamespacedName, value, written string) secretSeen {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev, ok := s.seen[key]
 	if ok && prev.value != value {
-		prev.changedAt = s.clk.Now()
+		at, err := time.Parse(time.RFC3339, written)
+		if err != nil {
+			at = s.clk.Now().Truncate(time.Second)
+		}
+		prev.changedAt = at
 	}
 	prev.value = value
 	s.seen[key] = prev
@@ -133,8 +158,9 @@ func (s *secretReconciler) forget(key types.NamespacedName) {
 // Reconcile makes every opted-in workload that consumes the Secret carry
 // SecretAnnotationKey = its current value, restarting it once per change.
 // A workload whose template has no such annotation yet is restarted only
-// for a change seen while this reconciler ran and only when the workload is
-// older than that change: its pods started with the content before it.
+// for a change seen while this reconciler ran and only when the workload
+// was created before the second of that change (both as the API server
+// dates them): the pods of a later one started with the new content.
 func (s *secretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	sec := &corev1.Secret{}
 	if err := s.cache.Get(ctx, req.NamespacedName, sec); err != nil {
@@ -145,7 +171,7 @@ func (s *secretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	value := sec.Annotations[contentAnnotation]
-	seen := s.observe(req.NamespacedName, value)
+	seen := s.observe(req.NamespacedName, value, sec.Annotations[writtenAnnotation])
 	consumers, err := s.consumers(ctx, req.Namespace, req.Name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -174,7 +200,7 @@ type consumedBy struct {
 // Secret name.
 func (s *secretReconciler) consumers(ctx context.Context, namespace, name string) ([]consumedBy, error) {
 	var out []consumedBy
-	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{indexSecret: name}}
+	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{indexConsumes: name}}
 	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{}} {
 		if err := s.cache.List(ctx, list, opts...); err != nil {
 			return nil, fmt.Errorf("list the workloads that consume Secret %s/%s: %w", namespace, name, err)

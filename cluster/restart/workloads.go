@@ -113,9 +113,9 @@ func trimWorkload(obj any) (any, error) {
 	return obj, nil
 }
 
-// indexSecret is the cache index of trimmed workloads by the Secrets they
+// indexConsumes is the cache index of trimmed workloads by the Secrets they
 // consume (only opted-in workloads consume any once trimmed).
-const indexSecret = "keymount.io/restart-secret"
+const indexConsumes = "keymount.io/restart-consumes"
 
 // secretsOf returns the consumed Secrets a trimmed workload keeps.
 func secretsOf(obj client.Object) []string {

@@ -50,6 +50,7 @@ type fixture struct {
 	cs    kubernetes.Interface
 	c     client.Client // uncached
 	store string        // the local provider's root
+	socks string        // the provider socket directory
 	calls atomic.Int64  // provider Mount calls
 }
 
@@ -81,7 +82,12 @@ func startFixture(t *testing.T, cfg syncctl.Config) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
-	serveLocal(t, sockDir, f.store)
+	f.socks = sockDir
+	p, err := local.New(f.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveProvider(t, sockDir, "local", p)
 
 	const controllerNS = "keymount-system"
 	f.namespace(t, controllerNS)
@@ -140,14 +146,10 @@ func startFixture(t *testing.T, cfg syncctl.Config) *fixture {
 	return f
 }
 
-// serveLocal serves the local provider over root as "local" in dir.
-func serveLocal(t *testing.T, dir, root string) {
+// serveProvider serves p as provider name in dir until the test ends.
+func serveProvider(t *testing.T, dir, name string, p server.Provider) {
 	t.Helper()
-	p, err := local.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Config{Name: "local", Version: "test", SocketDir: dir}, p)
+	srv, err := server.New(server.Config{Name: name, Version: "test", SocketDir: dir}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,7 @@ func serveLocal(t *testing.T, dir, root string) {
 	t.Cleanup(func() {
 		stop()
 		if err := <-served; err != nil {
-			t.Errorf("local provider: %v", err)
+			t.Errorf("provider %s: %v", name, err)
 		}
 	})
 }

@@ -33,6 +33,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}, []string{"provider", "code"}),
 	}
+	for _, r := range Results {
+		m.syncs.WithLabelValues(r) // every result exported from the start, at 0
+	}
 	for _, c := range []prometheus.Collector{m.syncs, m.provider} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -41,13 +44,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) sync(result string) {
+// Results are every value of the sync counter's result label.
+var Results = []string{ResultCreated, ResultUpdated, ResultUnchanged, ResultConflict, ResultInvalid, ResultClass,
+	ResultToken, ResultProvider, ResultContent, ResultApply, ResultHash}
+
+// Sync counts a sync by result; a nil Metrics counts nothing.
+func (m *Metrics) Sync(result string) {
 	if m != nil {
 		m.syncs.WithLabelValues(result).Inc()
 	}
 }
 
-func (m *Metrics) providerCall(provider string, code codes.Code, d time.Duration) {
+// ProviderCall observes a provider Mount call; a nil Metrics observes
+// nothing.
+func (m *Metrics) ProviderCall(provider string, code codes.Code, d time.Duration) {
 	if m != nil {
 		m.provider.WithLabelValues(provider, code.String()).Observe(d.Seconds())
 	}

@@ -74,9 +74,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		out, f = r.sync(ctx, &ss, class, existing)
 	}
 	if f != nil {
-		return r.failed(ctx, &ss, st, f, p.why == whyTriggered, handled, now)
+		return retryConflict(r.failed(ctx, &ss, st, f, p.why == whyTriggered, handled, now))
 	}
-	return r.succeeded(ctx, &ss, st, policy, out, handled, now)
+	return retryConflict(r.succeeded(ctx, &ss, st, policy, out, handled, now))
 }
 
 // currentHash is the syncHash of the Secret as it is; "" when the key is
@@ -156,7 +156,7 @@ func conflictMessage(s *corev1.Secret) string {
 
 // failed records a failed sync: status, event, metric, backoff.
 func (r *Reconciler) failed(ctx context.Context, ss *ss1.SecretSync, st refreshState, f *failure, triggered bool, handled string, now time.Time) (ctrl.Result, error) {
-	r.Metrics.sync(f.result)
+	r.Metrics.Sync(f.result)
 	if triggered && st.BackingOff(now, r.cfg.Backoff) {
 		st.cutBackoff = st.failures + 1
 	}
@@ -193,13 +193,13 @@ func (r *Reconciler) succeeded(ctx context.Context, ss *ss1.SecretSync, st refre
 func (r *Reconciler) emitWritten(ss *ss1.SecretSync, out *synced) {
 	switch {
 	case out.written == nil:
-		r.Metrics.sync(ResultUnchanged)
+		r.Metrics.Sync(ResultUnchanged)
 	case out.old == nil:
-		r.Metrics.sync(ResultCreated)
+		r.Metrics.Sync(ResultCreated)
 		r.Events.Eventf(ss, nil, corev1.EventTypeNormal, ss1.ReasonCreateSuccessful, "Sync",
 			"created Secret %s with keys %s", ss.Name, keyList(out.written.data))
 	default:
-		r.Metrics.sync(ResultUpdated)
+		r.Metrics.Sync(ResultUpdated)
 		added, changed, removed := out.written.changedKeys(out.old)
 		r.Events.Eventf(ss, nil, corev1.EventTypeNormal, ReasonSecretUpdated, "Sync",
 			"updated Secret %s: %s", ss.Name, describeChange(added, changed, removed))
@@ -224,4 +224,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, ss *ss1.SecretSync, next s
 		return fmt.Errorf("update the status of SecretSync %s/%s: %w", ss.Namespace, ss.Name, err)
 	}
 	return nil
+}
+
+// retryConflict turns a conflict (the SecretSync changed since the cache
+// saw it; its new version is queued already) into a quiet requeue.
+func retryConflict(res ctrl.Result, err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: minRequeue}, nil
+	}
+	return res, err
 }

@@ -125,7 +125,11 @@ const classIndex = "spec.secretProviderClassName"
 // secretsyncv1alpha1.LabelSecretSync only.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, workers int) error {
 	err := mgr.GetFieldIndexer().IndexField(ctx, &secretsyncv1alpha1.SecretSync{}, classIndex, func(o client.Object) []string {
-		return []string{o.(*secretsyncv1alpha1.SecretSync).Spec.SecretProviderClassName}
+		ss, ok := o.(*secretsyncv1alpha1.SecretSync)
+		if !ok {
+			return nil
+		}
+		return []string{ss.Spec.SecretProviderClassName}
 	})
 	if err != nil {
 		return err

@@ -65,7 +65,7 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, class *secret
 	provider := string(class.Spec.Provider)
 	start := r.Clock.Now()
 	resp, err := r.Providers.Mount(ctx, provider, req)
-	r.Metrics.providerCall(provider, status.Code(err), r.Clock.Since(start))
+	r.Metrics.ProviderCall(provider, status.Code(err), r.Clock.Since(start))
 	if err != nil {
 		if errors.Is(err, providerclient.ErrProviderNotFound) {
 			return nil, newFailure(created, ss1.ReasonSecretProviderClassMisconfigured, ResultClass, ss1.MessageFormatClassNotFound, class.Name, err)

@@ -42,51 +42,7 @@ func TestSecretSyncLifecycle(t *testing.T) {
 	key := types.NamespacedName{Namespace: ns, Name: "creds"}
 	got := f.waitReady(t, key)
 
-	t.Run("created", func(t *testing.T) {
-		s := f.secret(t, key)
-		if string(s.Data["password"]) != "pw-one-4711" || string(s.Data["user"]) != "admin" || len(s.Data) != 2 {
-			t.Errorf("Secret data keys %v, want password and user with the store's values", keys(s.Data))
-		}
-		if s.Type != corev1.SecretTypeOpaque {
-			t.Errorf("Secret type %s, want Opaque", s.Type)
-		}
-		if v, ok := s.Labels[ss1.LabelSecretSync]; !ok || v != "" || s.Labels["team"] != "a" {
-			t.Errorf("Secret labels %v, want %s=\"\" and team=a", s.Labels, ss1.LabelSecretSync)
-		}
-		if s.Annotations["example.com/note"] != "synced" {
-			t.Errorf("Secret annotations %v lack example.com/note=synced", s.Annotations)
-		}
-		refs := s.OwnerReferences
-		if len(refs) != 1 || refs[0].UID != got.UID || refs[0].Kind != "SecretSync" || refs[0].Name != "creds" ||
-			refs[0].APIVersion != ss1.SchemeGroupVersion.String() || refs[0].Controller == nil || !*refs[0].Controller {
-			t.Errorf("Secret owner references %+v, want exactly the SecretSync (uid %s) as controller", refs, got.UID)
-		}
-		if !conditionIs(got, ss1.ConditionSecretCreated, metav1.ConditionTrue, ss1.ReasonCreateSuccessful) {
-			t.Errorf("conditions %+v, want SecretCreated=True CreateSuccessful", got.Status.Conditions)
-		}
-		if got.Status.ObservedGeneration != got.Generation {
-			t.Errorf("status.observedGeneration %d, want %d", got.Status.ObservedGeneration, got.Generation)
-		}
-		if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(got.Status.SyncHash) || got.Status.LastSuccessfulSyncTime == nil {
-			t.Errorf("syncHash %q, lastSuccessfulSyncTime %v: want a keyed hash and a time", got.Status.SyncHash, got.Status.LastSuccessfulSyncTime)
-		}
-		ids := []string{}
-		for _, o := range got.Status.Objects {
-			if o.Version == "" {
-				t.Errorf("object %s without a version", o.ID)
-			}
-			ids = append(ids, o.ID)
-		}
-		if !slices.Equal(ids, []string{"db-password", "db-user"}) {
-			t.Errorf("status.objects %v, want db-password and db-user", ids)
-		}
-		// Events are sent after the status, asynchronously.
-		waitFor(t, "a Normal "+ss1.ReasonCreateSuccessful+" event naming the keys", func(ctx context.Context) (bool, error) {
-			ev := findEvent(f.events(t, ns, "creds"), ss1.ReasonCreateSuccessful)
-			return ev != nil && ev.Type == corev1.EventTypeNormal && strings.Contains(ev.Message, "password, user"), nil
-		})
-		assertNoValues(t, f.events(t, ns, "creds"), "pw-one-4711", "admin")
-	})
+	t.Run("created", func(t *testing.T) { checkCreated(t, f, key, got) })
 
 	t.Run("refresh with nothing changed writes no Secret", func(t *testing.T) {
 		before := f.secret(t, key).ResourceVersion
@@ -161,6 +117,59 @@ func TestSecretSyncLifecycle(t *testing.T) {
 			return string(f.secret(t, key).Data["password"]) == "pw-three-1234", nil
 		})
 	})
+}
+
+// checkCreated checks the Secret, status and event of a first sync.
+func checkCreated(t *testing.T, f *fixture, key types.NamespacedName, got *ss1.SecretSync) {
+	s := f.secret(t, key)
+	if string(s.Data["password"]) != "pw-one-4711" || string(s.Data["user"]) != "admin" || len(s.Data) != 2 {
+		t.Errorf("Secret data keys %v, want password and user with the store's values", keys(s.Data))
+	}
+	if s.Type != corev1.SecretTypeOpaque {
+		t.Errorf("Secret type %s, want Opaque", s.Type)
+	}
+	if v, ok := s.Labels[ss1.LabelSecretSync]; !ok || v != "" || s.Labels["team"] != "a" {
+		t.Errorf("Secret labels %v, want %s=\"\" and team=a", s.Labels, ss1.LabelSecretSync)
+	}
+	if s.Annotations["example.com/note"] != "synced" {
+		t.Errorf("Secret annotations %v lack example.com/note=synced", s.Annotations)
+	}
+	refs := s.OwnerReferences
+	if len(refs) != 1 || refs[0].UID != got.UID || refs[0].Kind != "SecretSync" || refs[0].Name != "creds" ||
+		refs[0].APIVersion != ss1.SchemeGroupVersion.String() || refs[0].Controller == nil || !*refs[0].Controller {
+		t.Errorf("Secret owner references %+v, want exactly the SecretSync (uid %s) as controller", refs, got.UID)
+	}
+	checkCreatedStatus(t, f, key, got)
+}
+
+// checkCreatedStatus checks the status and event of a first sync.
+func checkCreatedStatus(t *testing.T, f *fixture, key types.NamespacedName, got *ss1.SecretSync) {
+	ns := key.Namespace
+	if !conditionIs(got, ss1.ConditionSecretCreated, metav1.ConditionTrue, ss1.ReasonCreateSuccessful) {
+		t.Errorf("conditions %+v, want SecretCreated=True CreateSuccessful", got.Status.Conditions)
+	}
+	if got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("status.observedGeneration %d, want %d", got.Status.ObservedGeneration, got.Generation)
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(got.Status.SyncHash) || got.Status.LastSuccessfulSyncTime == nil {
+		t.Errorf("syncHash %q, lastSuccessfulSyncTime %v: want a keyed hash and a time", got.Status.SyncHash, got.Status.LastSuccessfulSyncTime)
+	}
+	ids := []string{}
+	for _, o := range got.Status.Objects {
+		if o.Version == "" {
+			t.Errorf("object %s without a version", o.ID)
+		}
+		ids = append(ids, o.ID)
+	}
+	if !slices.Equal(ids, []string{"db-password", "db-user"}) {
+		t.Errorf("status.objects %v, want db-password and db-user", ids)
+	}
+	// Events are sent after the status, asynchronously.
+	waitFor(t, "a Normal "+ss1.ReasonCreateSuccessful+" event naming the keys", func(ctx context.Context) (bool, error) {
+		ev := findEvent(f.events(t, ns, "creds"), ss1.ReasonCreateSuccessful)
+		return ev != nil && ev.Type == corev1.EventTypeNormal && strings.Contains(ev.Message, "password, user"), nil
+	})
+	assertNoValues(t, f.events(t, ns, "creds"), "pw-one-4711", "admin")
 }
 
 // TestSecretSyncRefusesForeignSecret: a Secret of the SecretSync's name the

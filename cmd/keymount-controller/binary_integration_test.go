@@ -52,14 +52,7 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	for _, ns := range []string{"keymount-system", "app"} {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := cs.CoreV1().ServiceAccounts("app").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespaces(t, cs)
 	store := t.TempDir()
 	if err := os.WriteFile(filepath.Join(store, "password"), []byte("from-the-store"), 0o600); err != nil {
 		t.Fatal(err)
@@ -134,6 +127,21 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 	}
 	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
 		t.Errorf("the Lease is still held by %q after a clean stop", *l.Spec.HolderIdentity)
+	}
+}
+
+// createNamespaces makes the controller's namespace and "app" with the
+// service account "app".
+func createNamespaces(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	ctx := t.Context()
+	for _, ns := range []string{"keymount-system", "app"} {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("app").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -139,8 +139,8 @@ func setup(tb *maintb.TB) *suite {
 	for _, f := range []string{"deploy/rbac.yaml", "deploy/components/secret-sync/rbac.yaml", "deploy/components/restart-on-change/rbac.yaml"} {
 		createManifests(tb, s.ctrl, filepath.Join(s.repo, filepath.FromSlash(f)), "ClusterRole", "ClusterRoleBinding")
 	}
-	// And the component's admission policy, which admits the driver's
-	// workload patches only when they set rollout annotations.
+	// And the component's admission policy, which admits keymount-
+	// controller's workload patches only when they set rollout annotations.
 	createManifests(tb, s.ctrl, filepath.Join(s.repo, "deploy", "components", "restart-on-change", "admission.yaml"),
 		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 	// A driver deployed without components/secret-sync has the base role only.

@@ -152,6 +152,9 @@ type wantStatus struct {
 	// synced is the expected SecretsSynced condition status; "" when the
 	// condition must be absent.
 	synced metav1.ConditionStatus
+	// changed asks for ContentChanged=True (a refresh changed the content:
+	// keymount-controller's restart report); false leaves it unchecked.
+	changed bool
 }
 
 // statusView is the part of a pod status the tests compare.
@@ -196,6 +199,9 @@ func (n *node) statusIs(pod *corev1.Pod, want wantStatus) statusCheck {
 	if want.synced != "" {
 		wantView.Conditions[secretsstorev1.ConditionSecretsSynced] = want.synced
 	}
+	if want.changed {
+		wantView.Conditions[secretsstorev1.ConditionContentChanged] = metav1.ConditionTrue
+	}
 	opts := cmp.Options{
 		cmpopts.IgnoreFields(secretsstorev1.SecretProviderClassPodStatusStatus{}, "Conditions", "LastRefreshTime"),
 		cmpopts.EquateEmpty(),
@@ -204,6 +210,9 @@ func (n *node) statusIs(pod *corev1.Pod, want wantStatus) statusCheck {
 		var errs []error
 		got := statusView{Labels: st.Labels, Owners: st.OwnerReferences, Status: st.Status, Conditions: map[string]metav1.ConditionStatus{}}
 		for _, c := range st.Status.Conditions {
+			if c.Type == secretsstorev1.ConditionContentChanged && !want.changed {
+				continue
+			}
 			got.Conditions[c.Type] = c.Status
 			if c.ObservedGeneration != want.class.Generation {
 				errs = append(errs, fmt.Errorf("condition %s observedGeneration = %d, want %d", c.Type, c.ObservedGeneration, want.class.Generation))

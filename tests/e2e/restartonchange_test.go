@@ -11,20 +11,58 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/keymount/keymount/cluster/restart"
+	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation"
 )
 
+// controllerUser is keymount-controller's ServiceAccount, which
+// deploy/components/restart-on-change binds.
+const controllerUser = "system:serviceaccount:kube-system:keymount-controller"
+
+// startRestartController runs keymount-controller's restart reconcilers
+// in the test, as controllerUser with the component's RBAC as shipped,
+// until the test ends.
+func (s *suite) startRestartController(t *testing.T) {
+	t.Helper()
+	_, cfg := s.env.KubeconfigFor(t, controllerUser, []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"})
+	scheme, err := kube.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restart.SetupWithManager(mgr, restart.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the restart controller: %v", err)
+		}
+	})
+}
+
 // TestRestartOnChangeAcrossNodes: a Deployment's two replicas run on two
 // nodes and mount a class with keymount.io/restart-on-change. A change in
-// the store refreshes both volumes at the same moment, on both nodes: the
-// Deployment's pod template gets the rollout annotation once (its
-// generation rises by exactly one), with the value derived from the new
-// versions, and one SecretRestarting event.
+// the store refreshes both volumes at the same moment, on both nodes; the
+// nodes report it in their pod statuses, and keymount-controller (as its
+// own ServiceAccount, with the component's RBAC and admission policy)
+// restarts the Deployment: its pod template gets the rollout annotation
+// once (its generation rises by exactly one), with the value derived from
+// the new versions, and one SecretRestarting event.
 func TestRestartOnChangeAcrossNodes(t *testing.T) {
 	n1 := startNode(t, nodeOptions{})
 	n2 := startNode(t, nodeOptions{})
+	n1.s.startRestartController(t)
 	ns := n1.newNamespace(t)
 	v1 := []byte("restart-v1-" + randomHex(8))
 	for _, n := range []*node{n1, n2} { // one store seen from both nodes
@@ -62,17 +100,16 @@ func TestRestartOnChangeAcrossNodes(t *testing.T) {
 			t.Fatalf("republish: %v", err)
 		}
 	}
-	// The restart is decided before the pod status is written: once both
-	// statuses show the new version, both nodes have acted.
-	n1.checkPodStatus(t, p1, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": v2}, synced: ""})
-	n2.checkPodStatus(t, p2, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": v2}, synced: ""})
+	n1.checkPodStatus(t, p1, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": v2}, synced: "", changed: true})
+	n2.checkPodStatus(t, p2, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"token": v2}, synced: "", changed: true})
 
 	key := restart.AnnotationKey("restarting")
-	after := n1.s.deployment(t, ns, "web")
+	var after *appsv1.Deployment
+	waitFor(t, eventually, "the controller's restart of the Deployment", func(context.Context) (bool, error) {
+		after = n1.s.deployment(t, ns, "web")
+		return after.Spec.Template.Annotations[key] != "", nil
+	})
 	want := after.Spec.Template.Annotations[key]
-	if want == "" {
-		t.Fatalf("the Deployment's template has no %s after the change: %v", key, after.Spec.Template.Annotations)
-	}
 	if after.Generation != before.Generation+1 {
 		t.Errorf("the Deployment's generation went %d -> %d, want exactly one template change", before.Generation, after.Generation)
 	}
@@ -81,6 +118,11 @@ func TestRestartOnChangeAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarting := 0
+	waitFor(t, eventually, "the restart event", func(ctx context.Context) (bool, error) {
+		evs, err := n1.s.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web,involvedObject.kind=Deployment"})
+		events = evs
+		return err == nil && len(evs.Items) > 0, err
+	})
 	for _, e := range events.Items {
 		if e.Reason == restart.ReasonRestarting {
 			restarting += int(max(e.Count, 1))

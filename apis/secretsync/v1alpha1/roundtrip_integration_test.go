@@ -148,6 +148,8 @@ func (c cluster) testStatus(t *testing.T) {
 		t.Errorf("generation %d after a status write, want %d", got.Generation, ss.Generation)
 	}
 
+	c.checkPrinterColumns(t, ns, ss.Name)
+
 	// Status through the main resource is ignored.
 	got.Status.SyncHash = "changed"
 	after, err := res.Update(t.Context(), toUnstructured(t, got), metav1.UpdateOptions{})
@@ -172,5 +174,36 @@ func (c cluster) testStatus(t *testing.T) {
 	}
 	if _, err := res.UpdateStatus(t.Context(), toUnstructured(t, many), metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "status.conditions: Too many: 17: must have at most 16 items") {
 		t.Errorf("17 conditions: err %v, want at most 16", err)
+	}
+}
+
+// checkPrinterColumns: kubectl get shows keymount's columns, Ready and its
+// reason from the Ready condition.
+func (c cluster) checkPrinterColumns(t *testing.T, ns, name string) {
+	t.Helper()
+	var table metav1.Table
+	err := c.kube.CoreV1().RESTClient().Get().AbsPath("/apis", secretsyncv1alpha1.GroupName, secretsyncv1alpha1.Version,
+		"namespaces", ns, secretsyncv1alpha1.Resource, name).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Do(t.Context()).Into(&table)
+	if err != nil {
+		t.Fatalf("kubectl get's table: %v", err)
+	}
+	var cols []string
+	for _, col := range table.ColumnDefinitions {
+		cols = append(cols, col.Name)
+	}
+	if diff := cmp.Diff([]string{"Name", "Class", "Ready", "Reason", "Synced", "Age"}, cols); diff != "" {
+		t.Errorf("columns (-want +got):\n%s", diff)
+	}
+	if len(table.Rows) != 1 || len(table.Rows[0].Cells) != len(cols) {
+		t.Fatalf("rows %+v, want one of %d cells", table.Rows, len(cols))
+	}
+	var got []string
+	for _, cell := range table.Rows[0].Cells[:4] {
+		got = append(got, fmt.Sprint(cell))
+	}
+	want := []string{name, "e2e-providerspc", "True", secretsyncv1alpha1.ReasonSecretUpToDate}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("row (-want +got):\n%s", diff)
 	}
 }

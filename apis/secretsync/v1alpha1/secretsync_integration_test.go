@@ -47,6 +47,7 @@ func TestSecretSyncCRD(t *testing.T) {
 	t.Run("refused", c.testRefused)
 	t.Run("secret keys the CRD leaves to the API server", c.testSecretKeysRefusedOnSecret)
 	t.Run("round trip", c.testRoundTrip)
+	t.Run("boundaries", c.testBoundaries)
 	t.Run("status subresource", c.testStatus)
 }
 

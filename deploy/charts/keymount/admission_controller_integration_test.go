@@ -76,9 +76,9 @@ func controllerPolicies(t *testing.T, vals map[string]any) []*unstructured.Unstr
 
 // startGuardRails starts an API server, grants both service accounts every
 // verb on Secrets and TokenRequests (RBAC is not what is tested), applies
-// the chart's policies as rendered and waits until the API server has
-// checked every one of them.
-func startGuardRails(t *testing.T) *guardRails {
+// the policies and bindings objs and waits until the API server has
+// type-checked every one of them.
+func startGuardRails(t *testing.T, objs []*unstructured.Unstructured) *guardRails {
 	t.Helper()
 	// kube-controller-manager's status controller type-checks the policies.
 	env := k8senv.Start(t, k8senv.Options{ControllerManager: true, Controllers: []string{"validatingadmissionpolicy-status-controller"}})
@@ -111,9 +111,7 @@ func startGuardRails(t *testing.T) *guardRails {
 		t.Fatal(err)
 	}
 	a := newApplier(t, env)
-	vals := map[string]any{"controller": map[string]any{"enabled": true,
-		"tokenRequestAudiences": []any{map[string]any{"audience": policyAudience}}}}
-	for _, obj := range controllerPolicies(t, vals) {
+	for _, obj := range objs {
 		if err := a.apply(ctx, obj, "helm", false); err != nil {
 			t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
@@ -287,19 +285,12 @@ func deniedRequests() []denial {
 // another's Secret, deletes, other audiences or lifetimes); another service
 // account with the same RBAC rules is refused none of it.
 func TestControllerAdmissionPolicies(t *testing.T) {
-	g := startGuardRails(t)
+	vals := map[string]any{"controller": map[string]any{"enabled": true,
+		"tokenRequestAudiences": []any{map[string]any{"audience": policyAudience}}}}
+	g := startGuardRails(t, controllerPolicies(t, vals))
 	ctx := t.Context()
 	ns := g.namespace(t)
-	// The policies are in force once the API server's admission has loaded
-	// them: a dry run of a delete shows it.
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = g.controller.CoreV1().Secrets(ns).Delete(ctx, "db", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-		return last != nil && strings.Contains(last.Error(), deniedDelete), nil
-	})
-	if err != nil {
-		t.Fatalf("the policies never denied the controller's delete: %v (last answer: %v)", err, last)
-	}
+	g.waitInForce(t, ns)
 	t.Run("the controller's own writes are admitted", func(t *testing.T) { testControllerAdmitted(t, g, ns) })
 	t.Run("each guard rail refuses the controller", func(t *testing.T) {
 		for _, d := range deniedRequests() {
@@ -377,4 +368,67 @@ func testNoSATokens(t *testing.T, g *guardRails, ns string) {
 		t.Errorf("with the service account token type allowed, the no-sa-tokens rail never denied %s alone: %v (last answer: %v)", sa.name, err, last)
 	}
 	wantDenied(t, "the controller", sa, last, deniedSAToken)
+}
+
+// waitInForce waits until the API server's admission has loaded the
+// policies: a dry run of the controller's delete of Secret db in ns shows
+// it.
+func (g *guardRails) waitInForce(t *testing.T, ns string) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = g.controller.CoreV1().Secrets(ns).Delete(ctx, "db", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return last != nil && strings.Contains(last.Error(), deniedDelete), nil
+	})
+	if err != nil {
+		t.Fatalf("the policies never denied the controller's delete: %v (last answer: %v)", err, last)
+	}
+}
+
+// TestControllerAdmissionComponent: components/controller-admission as
+// shipped (no token audience) is accepted and type-checked by a real API
+// server; the controller may write its SecretSync's Secret but request no
+// token at all, and with the component's documented patch (the AWS
+// provider's audiences) a token for one of those, and still none for
+// another.
+func TestControllerAdmissionComponent(t *testing.T) {
+	k := kustomize(t, "", "controller-admission")
+	var objs []*unstructured.Unstructured
+	for _, o := range k.objects {
+		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
+			objs = append(objs, o)
+		}
+	}
+	g := startGuardRails(t, objs)
+	ctx := t.Context()
+	ns := g.namespace(t)
+	g.waitInForce(t, ns)
+	own := createSecret("creating the Secret of SecretSync web", "web", corev1.SecretTypeOpaque, secretSyncOwner("web"))
+	if err := own.do(ctx, g.controller, ns); err != nil {
+		t.Errorf("the controller: %s: %v, want admitted", own.name, err)
+	}
+	ttl := new(int64(600))
+	for _, aud := range []string{policyAudience, "sts.amazonaws.com"} {
+		r := tokenRequest("a token for "+aud+" without configured audiences", ttl, aud)
+		wantDenied(t, "the controller", r, r.do(ctx, g.controller, ns), deniedAud)
+	}
+	policies := g.admin.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	patch := `[{"op":"replace","path":"/spec/variables/0/expression","value":"['sts.amazonaws.com', 'pods.eks.amazonaws.com']"}]`
+	if _, err := policies.Patch(ctx, "keymount-controller-token-requests", types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	aws := tokenRequest("a token for sts.amazonaws.com with the AWS audiences", ttl, "sts.amazonaws.com")
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := aws.do(ctx, g.controller, ns); ctx.Err() == nil {
+			last = err
+		}
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Errorf("the controller: %s: never admitted: %v (last answer: %v)", aws.name, err, last)
+	}
+	other := tokenRequest("a token for vault with the AWS audiences", ttl, policyAudience)
+	wantDenied(t, "the controller", other, other.do(ctx, g.controller, ns), deniedAud)
+	g.waitTypeChecked(t)
 }

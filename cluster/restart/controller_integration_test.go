@@ -1,0 +1,68 @@
+//go:build integration
+
+package restart_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/keymount/keymount/cluster/restart"
+	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/tests/k8senv"
+)
+
+// testHashKey keys the Secret digests of the tests' controllers.
+var testHashKey = []byte("0123456789abcdef0123456789abcdef")
+
+// startAPIWithCRDs starts a control plane with keymount's CRDs.
+func startAPIWithCRDs(t *testing.T) *apps {
+	t.Helper()
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	return &apps{env: env, admin: newAdmin(env)}
+}
+
+// startController runs a controller manager with restart.SetupWithManager
+// as cfg until the test ends (no leader election, no listener).
+func startController(t *testing.T, cfg *rest.Config, opts restart.Options) {
+	t.Helper()
+	scheme, err := kube.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), ctrl.Options{
+		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restart.SetupWithManager(mgr, opts); err != nil {
+		t.Fatalf("SetupWithManager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("the manager: %v", err)
+		}
+	})
+}
+
+// eventually polls cond until it holds, failing the test after a generous
+// deadline.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 60*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
