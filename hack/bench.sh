@@ -16,6 +16,8 @@
 #   BENCHTIME       -benchtime (default: go test's, 1s)
 #   BENCH_COUNT     -count, runs of each benchmark (default 3)
 #   BENCH_OUT       file to update (default BENCHMARKS.md at the repo root)
+#   BENCH_TIMEOUT   go test -timeout (default 240m: BenchmarkController at
+#                   10,000 SecretSyncs takes about half an hour a run)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,7 +36,7 @@ for p in "${pkgs[@]}"; do
 done
 
 count=${BENCH_COUNT:-3}
-args=(test -run '^$' -bench "${BENCH:-.}" -benchmem -count "$count" -timeout 90m)
+args=(test -run '^$' -bench "${BENCH:-.}" -benchmem -count "$count" -timeout "${BENCH_TIMEOUT:-240m}")
 if [[ -n "${BENCHTIME:-}" ]]; then
 	args+=(-benchtime "$BENCHTIME")
 fi

@@ -97,15 +97,23 @@ func New(cfg Config, deps Deps) (*Reconciler, error) {
 // CacheOptions are the manager cache options the reconciler needs: Secrets
 // carrying secretsyncv1alpha1.LabelSecretSync only (every Secret the
 // controller writes carries it), so the cache does not grow with the
-// cluster's other Secrets; SecretSyncs and classes in full.
+// cluster's other Secrets; SecretSyncs and classes in full. No object keeps
+// its managedFields in the cache: the reconciler never reads them (the
+// Secret is written by server-side apply, the status by an update that
+// leaves them to the server), and they are a large part of a cached
+// SecretSync or Secret (tests/bench BenchmarkController measures the
+// controller's memory).
 func CacheOptions() (cache.Options, error) {
 	owned, err := labels.NewRequirement(secretsyncv1alpha1.LabelSecretSync, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, err
 	}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: labels.NewSelector().Add(*owned)},
-	}}, nil
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Label: labels.NewSelector().Add(*owned)},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}, nil
 }
 
 // classIndex indexes SecretSyncs by spec.secretProviderClassName.
