@@ -97,7 +97,7 @@ func TestLazyConnects(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	release := make(chan struct{})
-	real := &Cluster{}
+	started := &Cluster{}
 	var attempts atomic.Int32
 	l := connectWith(ctx, func(ctx context.Context) (*Cluster, error) {
 		if attempts.Add(1) == 1 {
@@ -105,7 +105,7 @@ func TestLazyConnects(t *testing.T) {
 		}
 		select {
 		case <-release:
-			return real, nil
+			return started, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -121,16 +121,16 @@ func TestLazyConnects(t *testing.T) {
 		got <- cl
 	}()
 	close(release)
-	if cl := <-got; cl != real {
-		t.Fatalf("connected returned %p, want the started cluster %p", cl, real)
+	if cl := <-got; cl != started {
+		t.Fatalf("connected returned %p, want the started cluster %p", cl, started)
 	}
-	if cl, err := l.connected(context.Background()); err != nil || cl != real {
+	if cl, err := l.connected(context.Background()); err != nil || cl != started {
 		t.Fatalf("connected after the start: %p, %v", cl, err)
 	}
 	if l.Synced() {
 		t.Error("Synced while the started cluster's caches are not")
 	}
-	real.synced.Store(true)
+	started.synced.Store(true)
 	if !l.Synced() {
 		t.Error("not Synced once the started cluster's caches are")
 	}
