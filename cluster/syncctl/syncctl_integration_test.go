@@ -164,10 +164,11 @@ func checkCreatedStatus(t *testing.T, f *fixture, key types.NamespacedName, got 
 	if !slices.Equal(ids, []string{"db-password", "db-user"}) {
 		t.Errorf("status.objects %v, want db-password and db-user", ids)
 	}
-	ev := findEvent(f.events(t, ns, "creds"), ss1.ReasonCreateSuccessful)
-	if ev == nil || ev.Type != corev1.EventTypeNormal || !strings.Contains(ev.Message, "password, user") {
-		t.Errorf("no Normal %s event naming the keys: %+v", ss1.ReasonCreateSuccessful, ev)
-	}
+	// Events are written asynchronously: wait for it.
+	waitFor(t, "a Normal CreateSuccessful event naming the keys", func(ctx context.Context) (bool, error) {
+		ev := findEvent(f.events(t, ns, "creds"), ss1.ReasonCreateSuccessful)
+		return ev != nil && ev.Type == corev1.EventTypeNormal && strings.Contains(ev.Message, "password, user"), nil
+	})
 	assertNoValues(t, f.events(t, ns, "creds"), "pw-one-4711", "admin")
 }
 
@@ -202,10 +203,10 @@ func TestSecretSyncRefusesForeignSecret(t *testing.T) {
 	if string(s.Data["password"]) != "theirs" || len(s.OwnerReferences) != 0 || len(s.Labels) != 0 {
 		t.Errorf("the foreign Secret was written: data keys %v, owners %v, labels %v", keys(s.Data), s.OwnerReferences, s.Labels)
 	}
-	ev := findEvent(f.events(t, ns, "taken"), ss1.ReasonSecretConflict)
-	if ev == nil || ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, `"taken"`) {
-		t.Errorf("no Warning %s event naming the Secret: %+v", ss1.ReasonSecretConflict, ev)
-	}
+	waitFor(t, "a Warning SecretConflict event naming the Secret", func(ctx context.Context) (bool, error) {
+		ev := findEvent(f.events(t, ns, "taken"), ss1.ReasonSecretConflict)
+		return ev != nil && ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, `"taken"`), nil
+	})
 }
 
 // TestSecretSyncFailures: a missing class and a sourcePath the provider
@@ -238,9 +239,10 @@ func TestSecretSyncFailures(t *testing.T) {
 		if err := f.c.Get(t.Context(), key, &s); !apierrors.IsNotFound(err) {
 			t.Errorf("%s: a Secret exists (err %v)", name, err)
 		}
-		if ev := findEvent(f.events(t, ns, name), reason); ev == nil || ev.Type != corev1.EventTypeWarning {
-			t.Errorf("%s: no Warning %s event", name, reason)
-		}
+		waitFor(t, name+": a Warning "+reason+" event", func(ctx context.Context) (bool, error) {
+			ev := findEvent(f.events(t, ns, name), reason)
+			return ev != nil && ev.Type == corev1.EventTypeWarning, nil
+		})
 	}
 }
 

@@ -83,12 +83,15 @@ const restartKeyLabel = "keymount.io/restart-on-change/v1"
 // annotated keymount.io/restart-on-change restarted when a mounted volume
 // or a SecretSync's Secret they consume changes.
 func setupRestart(ctx context.Context, mgr ctrl.Manager, hashes *synchash.KeySource) error {
+	opts := restart.Options{}
 	h, err := hashes.Hasher(ctx)
 	if err != nil {
-		return fmt.Errorf("restart on change: the syncHash key: %w", err)
+		// Volume restarts still run; Secret restarts need the key.
+		klog.ErrorS(err, "restart on change for synced Secrets off: no syncHash key")
+	} else {
+		opts.HashKey = []byte(h.Sum(&synchash.Content{Type: restartKeyLabel}))
 	}
-	key := []byte(h.Sum(&synchash.Content{Type: restartKeyLabel}))
-	return restart.SetupWithManager(mgr, restart.Options{HashKey: key})
+	return restart.SetupWithManager(mgr, opts)
 }
 
 // restConfig is the API server's configuration: --kubeconfig, else
