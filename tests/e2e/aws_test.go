@@ -113,7 +113,7 @@ func TestAWSProvider(t *testing.T) {
 	if param.Version != 0 {
 		paramVersion = jsonNumber(param.Version)
 	}
-	st := checkAWSPodStatus(t, n, pod, spc, map[string]string{"db.json": aws.ToString(created.VersionId), "db-host": paramVersion})
+	st := checkAWSPodStatus(t, n, pod, spc, map[string]string{"db.json": aws.ToString(created.VersionId), "db-host": paramVersion}, false)
 	checkSyncedPassword(t, n, ns, "app-db", password1, pod)
 
 	// A new value in Secrets Manager.
@@ -133,7 +133,7 @@ func TestAWSProvider(t *testing.T) {
 
 	wantFiles["db.json"], wantFiles["db-password"] = secret2, password2
 	checkFiles(t, target, wantFiles)
-	st2 := checkAWSPodStatus(t, n, pod, spc, map[string]string{"db.json": aws.ToString(put.VersionId), "db-host": paramVersion})
+	st2 := checkAWSPodStatus(t, n, pod, spc, map[string]string{"db.json": aws.ToString(put.VersionId), "db-host": paramVersion}, true)
 	if st2.ResourceVersion == st.ResourceVersion {
 		t.Errorf("the pod status was not updated for the new version")
 	}
@@ -311,13 +311,19 @@ func checkFiles(t *testing.T, target string, want map[string]string) {
 }
 
 // checkAWSPodStatus waits until the pod status reports the volume mounted
-// and current, with exactly the given object versions by object ID.
-func checkAWSPodStatus(t *testing.T, n *node, pod *corev1.Pod, spc *secretsstorev1.SecretProviderClass, versions map[string]string) *secretsstorev1.SecretProviderClassPodStatus {
+// and current, with exactly the given object versions by object ID, and
+// ContentChanged=True when changed (after a refresh that changed the files).
+func checkAWSPodStatus(t *testing.T, n *node, pod *corev1.Pod, spc *secretsstorev1.SecretProviderClass, versions map[string]string, changed bool) *secretsstorev1.SecretProviderClassPodStatus {
 	t.Helper()
 	wantConds := map[string]metav1.ConditionStatus{
 		secretsstorev1.ConditionMounted:       metav1.ConditionTrue,
 		secretsstorev1.ConditionCurrent:       metav1.ConditionTrue,
 		secretsstorev1.ConditionSecretsSynced: metav1.ConditionTrue,
+	}
+	if changed {
+		// A refresh changed the files: the report keymount-controller's
+		// restart on change acts on.
+		wantConds[secretsstorev1.ConditionContentChanged] = metav1.ConditionTrue
 	}
 	return n.s.waitForStatus(t, pod, spc.Name, func(st *secretsstorev1.SecretProviderClassPodStatus) error {
 		var errs []error
