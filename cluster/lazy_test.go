@@ -11,23 +11,35 @@ import (
 	"github.com/keymount/keymount/driver/volume"
 )
 
-// waitUntil polls cond until it holds; the deadline only fails a stuck
-// test.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+// waitAttempts waits until the start was tried n times; the deadline only
+// fails a stuck test.
+func waitAttempts(t *testing.T, tried <-chan struct{}, n int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after a minute", what)
+	deadline := time.After(time.Minute)
+	for i := range n {
+		select {
+		case <-tried:
+		case <-deadline:
+			t.Fatalf("%d attempts to connect after a minute, want %d", i, n)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-// neverConnects is a start that fails until ctx ends, counting attempts.
-func neverConnects(attempts *atomic.Int32) func(context.Context) (*Cluster, error) {
+// newTried is the channel a start signals each attempt on; it never blocks
+// the start.
+func newTried() chan struct{} { return make(chan struct{}, 64) }
+
+func signal(tried chan<- struct{}) {
+	select {
+	case tried <- struct{}{}:
+	default:
+	}
+}
+
+// neverConnects is a start that fails until ctx ends, signalling attempts.
+func neverConnects(tried chan<- struct{}) func(context.Context) (*Cluster, error) {
 	return func(context.Context) (*Cluster, error) {
-		attempts.Add(1)
+		signal(tried)
 		return nil, errors.New("connection refused")
 	}
 }
@@ -38,8 +50,8 @@ func neverConnects(attempts *atomic.Int32) func(context.Context) (*Cluster, erro
 func TestLazyBeforeConnected(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var attempts atomic.Int32
-	l := connectWith(ctx, neverConnects(&attempts), nil)
+	tried := newTried()
+	l := connectWith(ctx, neverConnects(tried), nil)
 
 	o := &driver.Outcome{VolumeID: "v", First: true}
 	if err := l.AfterPublish(ctx, o); !errors.Is(err, driver.ErrAPIUnavailable) {
@@ -68,16 +80,16 @@ func TestLazyBeforeConnected(t *testing.T) {
 		t.Errorf("UpstreamMounted before connected: %v, want ErrAPIUnavailable", err)
 	}
 	// It keeps trying, with backoff.
-	waitUntil(t, "a second attempt to connect", func() bool { return attempts.Load() >= 2 })
+	waitAttempts(t, tried, 2)
 }
 
 // TestLazyStopsWithItsContext: when the driver stops before it connected,
 // the attempts end and whoever waits for the connection is released.
 func TestLazyStopsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var attempts atomic.Int32
-	l := connectWith(ctx, neverConnects(&attempts), nil)
-	waitUntil(t, "a first attempt", func() bool { return attempts.Load() >= 1 })
+	tried := newTried()
+	l := connectWith(ctx, neverConnects(tried), nil)
+	waitAttempts(t, tried, 1)
 
 	awaited := make(chan error, 1)
 	go func() { _, err := l.await(); awaited <- err }()
@@ -99,7 +111,9 @@ func TestLazyConnects(t *testing.T) {
 	release := make(chan struct{})
 	started := &Cluster{}
 	var attempts atomic.Int32
+	tried := newTried()
 	l := connectWith(ctx, func(ctx context.Context) (*Cluster, error) {
+		defer signal(tried)
 		if attempts.Add(1) == 1 {
 			return nil, errors.New("API server not up yet")
 		}
@@ -112,7 +126,7 @@ func TestLazyConnects(t *testing.T) {
 	}, nil)
 
 	got := make(chan *Cluster, 1)
-	waitUntil(t, "the second attempt", func() bool { return attempts.Load() >= 2 })
+	waitAttempts(t, tried, 1) // the first, failed attempt has returned
 	go func() {
 		cl, err := l.await()
 		if err != nil {
