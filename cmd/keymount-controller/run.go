@@ -130,6 +130,7 @@ func newManager(cfg *config, rc *rest.Config) (ctrl.Manager, error) {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: cfg.metricsAddr},
 		HealthProbeBindAddress:  cfg.probeAddr,
+		PprofBindAddress:        cfg.pprofAddr,
 		LeaderElection:          cfg.leaderElect,
 		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: cfg.leaderElectionNamespace,
