@@ -64,15 +64,41 @@ func (c *content) digested() *content {
 // never be written back: the controller writes Secrets by server-side
 // apply of the content it builds.
 func trimSecret(obj any) (any, error) {
-	s, ok := obj.(*corev1.Secret)
-	if !ok {
-		return obj, nil
+	return secretTransform(nil)(obj)
+}
+
+// secretTransform is trimSecret, calling annotate first on a Secret not
+// trimmed yet (one whose data values are not all digests).
+func secretTransform(annotate func(*corev1.Secret)) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		s, ok := obj.(*corev1.Secret)
+		if !ok {
+			return obj, nil
+		}
+		if annotate != nil && !trimmed(s) {
+			annotate(s)
+		}
+		digestSecret(s)
+		return s, nil
 	}
+}
+
+// trimmed reports whether s went through trimSecret: it has data, all
+// digests. (A Secret without data is the same trimmed or not.)
+func trimmed(s *corev1.Secret) bool {
+	for _, v := range s.Data {
+		if !isDigest(v) {
+			return false
+		}
+	}
+	return len(s.Data) > 0
+}
+
+func digestSecret(s *corev1.Secret) {
 	s.ManagedFields = nil
 	for k, v := range s.Data {
 		s.Data[k] = digest(v)
 	}
-	return s, nil
 }
 
 // secretType is spec.secretObject.type; Opaque when empty (the CRD requires

@@ -105,14 +105,18 @@ func New(cfg Config, deps Deps) (*Reconciler, error) {
 // leaves them to the server), and they are a large part of a cached
 // SecretSync or Secret (tests/bench BenchmarkController measures the
 // controller's memory).
-func CacheOptions() (cache.Options, error) {
+//
+// annotate, when not nil, is called on each Secret as it enters the cache,
+// before its data and managedFields are trimmed, to record in it what
+// another reader of the same cache needs of them (restart.AnnotateSecret).
+func CacheOptions(annotate func(*corev1.Secret)) (cache.Options, error) {
 	owned, err := labels.NewRequirement(secretsyncv1alpha1.LabelSecretSync, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, err
 	}
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Label: labels.NewSelector().Add(*owned), Transform: trimSecret},
+			&corev1.Secret{}: {Label: labels.NewSelector().Add(*owned), Transform: secretTransform(annotate)},
 		},
 		DefaultTransform: trimObject,
 	}, nil
