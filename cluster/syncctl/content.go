@@ -79,6 +79,7 @@ func secretTransform(annotate func(*corev1.Secret)) func(any) (any, error) {
 			annotate(s)
 		}
 		digestSecret(s)
+		internSecret(s)
 		return s, nil
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,5 +170,30 @@ func TestTrimObject(t *testing.T) {
 	}
 	if _, ok := ss.Annotations[corev1.LastAppliedConfigAnnotation]; ok || ss.Annotations["keymount.io/rotation-policy"] != "OnDemand" {
 		t.Errorf("annotations = %v, want only keymount.io/rotation-policy", ss.Annotations)
+	}
+}
+
+// TestInternedStrings: two cached SecretSyncs share one copy of the strings
+// that repeat across objects, and keep their values.
+func TestInternedStrings(t *testing.T) {
+	mk := func() *ss1.SecretSync {
+		ss := spec("Opaque", "obj", "value")
+		ss.Namespace = strings.Clone("team-a")
+		ss.Status.Conditions = []metav1.Condition{{Type: strings.Clone("Ready"), Status: "True", Reason: strings.Clone("SecretUpToDate"), Message: strings.Clone(ss1.MessageSecretUpToDate)}}
+		return ss
+	}
+	a, b := mk(), mk()
+	for _, ss := range []*ss1.SecretSync{a, b} {
+		if _, err := trimObject(ss); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	if !same(a.Namespace, b.Namespace) || !same(a.Status.Conditions[0].Message, b.Status.Conditions[0].Message) ||
+		!same(a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason) {
+		t.Errorf("repeated strings not shared between cached objects")
+	}
+	if a.Namespace != "team-a" || a.Status.Conditions[0].Message != ss1.MessageSecretUpToDate || a.Spec.SecretObject.Data[0].TargetKey != "value" {
+		t.Errorf("interning changed values: %+v", a)
 	}
 }

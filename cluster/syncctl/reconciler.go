@@ -127,8 +127,11 @@ func CacheOptions(annotate func(*corev1.Secret)) (cache.Options, error) {
 // annotation (a copy of the whole manifest that kubectl apply and Argo CD
 // leave on every object; the reconciler never reads it, and a SecretSync's
 // status is written through the status subresource, which ignores
-// metadata). Idempotent.
+// metadata); a SecretSync's repeated strings interned. Idempotent.
 func trimObject(obj any) (any, error) {
+	if ss, ok := obj.(*secretsyncv1alpha1.SecretSync); ok {
+		internSecretSync(ss)
+	}
 	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)
 		if a := o.GetAnnotations(); a != nil {
