@@ -105,9 +105,9 @@ func secretTrimmer(key []byte) func(any) (any, error) {
 // data or the managedFields are trimmed. The annotations exist in the
 // cache only; a cached Secret is never written back.
 func AnnotateSecret(key []byte, src, dst *corev1.Secret) {
-	annotations := map[string]string{}
-	for k, v := range dst.Annotations {
-		annotations[k] = v
+	annotations := dst.Annotations // dst is the cache's own: set in place
+	if annotations == nil {
+		annotations = make(map[string]string, 2)
 	}
 	annotations[contentAnnotation] = SecretAnnotationValue(key, src.Type, src.Data)
 	if w := lastWrite(src); !w.IsZero() {
