@@ -15,7 +15,7 @@ import (
 // of a file written into each volume of the class.
 const AnnotationPrefix = "keymount.io/template."
 
-// ErrInvalidTarget: a template annotation names a target that is not a valid
+// ErrInvalidTarget is returned when a template annotation names a target that is not a valid
 // Secret data key or file name.
 var ErrInvalidTarget = errors.New("invalid template target")
 

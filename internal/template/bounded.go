@@ -14,12 +14,21 @@ const MaxFormatWidth = 1024
 // The sprig functions the bounded versions call once their output is known
 // to fit.
 var (
-	sprigFuncs    = sprig.GenericFuncMap()
-	sprigToString = sprigFuncs["toStrings"].(func(any) []string)
-	sprigWrapWith = sprigFuncs["wrapWith"].(func(int, string, string) string)
-	sprigUntilSt  = sprigFuncs["untilStep"].(func(int, int, int) []int)
-	sprigSeq      = sprigFuncs["seq"].(func(...int) string)
+	sprigToString = sprigFunc[func(any) []string]("toStrings")
+	sprigWrapWith = sprigFunc[func(int, string, string) string]("wrapWith")
+	sprigUntilSt  = sprigFunc[func(int, int, int) []int]("untilStep")
+	sprigSeq      = sprigFunc[func(...int) string]("seq")
 )
+
+// sprigFunc returns sprig's function name; a sprig release that changed it
+// fails every test at once.
+func sprigFunc[T any](name string) T {
+	fn, ok := sprig.GenericFuncMap()[name].(T)
+	if !ok {
+		panic(fmt.Sprintf("template: sprig's %s is not a %T", name, fn))
+	}
+	return fn
+}
 
 func tooLarge(fn string, _ int) error {
 	return fmt.Errorf("%w: %s would return more than %d bytes", ErrOutputTooLarge, fn, MaxOutputBytes)

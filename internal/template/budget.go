@@ -81,7 +81,7 @@ func (b *budget) wrap(name string, fn any) any {
 			res = v.Call(args)
 		}
 		if hasErr && !res[1].IsNil() {
-			return fail(res[1].Interface().(error))
+			return []reflect.Value{zero, res[1]}
 		}
 		if err := checkResult(name, res[0]); err != nil {
 			return fail(err)

@@ -2,6 +2,7 @@ package template
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
@@ -46,11 +47,8 @@ func pkcs12cert(input string) (string, error) { return pkcs12certPass("", input)
 // the chain towards the root where it can be ordered.
 func pkcs12certPass(pass, input string) (string, error) {
 	_, leaf, cas, err := pkcs12.DecodeChain([]byte(input), pass)
-	var certs []*x509.Certificate
-	switch {
-	case err == nil:
-		certs = append([]*x509.Certificate{leaf}, cas...)
-	default:
+	certs := append([]*x509.Certificate{leaf}, cas...)
+	if err != nil {
 		// An archive of certificates only (a trust store).
 		var tsErr error
 		if certs, tsErr = pkcs12.DecodeTrustStore([]byte(input), pass); tsErr != nil {
@@ -76,6 +74,7 @@ func pemToPkcs12Pass(cert, key, pass string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pemToPkcs12: %w", err)
 	}
+	certs = leafFirst(certs, k)
 	// The salts come from the inputs, so the same inputs give the same
 	// archive and an unchanged Secret is not rewritten.
 	enc := pkcs12.Modern2023.WithRand(newSeededReader(cert, key, pass))
@@ -224,6 +223,26 @@ func parseKey(input string) (any, error) {
 			return nil, fmt.Errorf("private key block %q not supported", block.Type)
 		}
 	}
+}
+
+// leafFirst moves the certificate of key's public key to the front (the
+// archive's own certificate); the others follow as its CA certificates.
+func leafFirst(certs []*x509.Certificate, key any) []*x509.Certificate {
+	priv, ok := key.(interface{ Public() crypto.PublicKey })
+	if !ok {
+		return certs
+	}
+	pub, ok := priv.Public().(interface{ Equal(crypto.PublicKey) bool })
+	if !ok {
+		return certs
+	}
+	for i, c := range certs {
+		if pub.Equal(c.PublicKey) {
+			out := append([]*x509.Certificate{c}, certs[:i]...)
+			return append(out, certs[i+1:]...)
+		}
+	}
+	return certs
 }
 
 // orderChain puts a chain in order: the leaf (the one certificate that

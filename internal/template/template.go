@@ -97,7 +97,7 @@ func parseText(name, text string, b *budget) (*template.Template, error) {
 	}
 	for _, t := range tmpl.Templates() {
 		if t.Tree != nil {
-			guardTree(t.Tree.Root)
+			guardTree(t.Root)
 		}
 	}
 	return tmpl, nil
