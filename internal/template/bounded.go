@@ -2,6 +2,7 @@ package template
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -213,4 +214,43 @@ func printf(format string, args ...any) (string, error) {
 // isVerb reports whether c ends a printf directive: a letter or %.
 func isVerb(c byte) bool {
 	return c == '%' || (c|0x20 >= 'a' && c|0x20 <= 'z')
+}
+
+// index is text/template's, except that a missing map key is an error
+// naming it (the builtin returns the zero value, which would hide a typo
+// in {{ index . "db-password" }}).
+func index(item any, keys ...any) (any, error) {
+	v := reflect.ValueOf(item)
+	for _, k := range keys {
+		for (v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer) && !v.IsNil() {
+			v = v.Elem()
+		}
+		kv := reflect.ValueOf(k)
+		switch v.Kind() {
+		case reflect.Map:
+			if !kv.IsValid() || !kv.Type().ConvertibleTo(v.Type().Key()) {
+				return nil, fmt.Errorf("index: key %v of type %T for a map of %s keys", k, k, v.Type().Key())
+			}
+			e := v.MapIndex(kv.Convert(v.Type().Key()))
+			if !e.IsValid() {
+				return nil, fmt.Errorf("index: map has no entry for key %q", fmt.Sprint(k))
+			}
+			v = e
+		case reflect.Slice, reflect.Array, reflect.String:
+			if !kv.IsValid() || !kv.CanInt() {
+				return nil, fmt.Errorf("index: index %v of type %T is not an integer", k, k)
+			}
+			i := kv.Int()
+			if i < 0 || i >= int64(v.Len()) {
+				return nil, fmt.Errorf("index: index %d out of range [0, %d)", i, v.Len())
+			}
+			v = v.Index(int(i))
+		default:
+			return nil, fmt.Errorf("index: cannot index into a %s", v.Kind())
+		}
+	}
+	if !v.IsValid() {
+		return nil, nil
+	}
+	return v.Interface(), nil
 }

@@ -79,6 +79,7 @@ var keymountFuncs = map[string]any{
 	"printf":                     printf,
 	"print":                      fmt.Sprint,
 	"println":                    fmt.Sprintln,
+	"index":                      index,
 	// Decoders that fail on bad input (sprig's return the error's text).
 	"b64dec":   b64dec,
 	"b32dec":   b32dec,
@@ -120,7 +121,7 @@ func buildFunctions() map[string]any {
 }
 
 // Functions returns the names of every function a template may call, sorted
-// (text/template's own and, or, not, len, index, eq, ne, lt, le, gt, ge,
+// (text/template's own and, or, not, len, eq, ne, lt, le, gt, ge,
 // html, js, urlquery and call come on top).
 func Functions() []string {
 	return slices.Sorted(maps.Keys(functions))

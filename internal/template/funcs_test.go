@@ -128,6 +128,18 @@ func TestErrorsNameTemplateLineAndKey(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
+	_, err = Render("i", "ok\n{{ index . \"db-passwrod\" }}", objects)
+	if err == nil || !strings.Contains(err.Error(), "i:2:") || !strings.Contains(err.Error(), `"db-passwrod"`) {
+		t.Errorf("index of a missing key: error %v, want one naming line 2 and the key", err)
+	}
+	for _, text := range []string{`{{ index (list 1) 3 }}`, `{{ index (list 1) "a" }}`, `{{ index 5 1 }}`, `{{ index (fromJson .json) "tags" 9 }}`} {
+		if _, err := Render("i", text, objects); err == nil {
+			t.Errorf("Render(%s): nil error", text)
+		}
+	}
+	if out, err := Render("i", `{{ index (fromJson .json) "tags" 1 }}{{ index "ab" 1 }}{{ index (list (list 7)) 0 0 }}`, objects); err != nil || string(out) != "b987" {
+		t.Errorf("index = %q, %v; want b987 (98 is 'b')", out, err)
+	}
 	_, err = Render("p", "ok\n{{ .username | nosuch }}", objects)
 	if err == nil || !strings.Contains(err.Error(), "p:2:") || !strings.Contains(err.Error(), "nosuch") {
 		t.Errorf("parse error = %v, want it to name line 2 and the function", err)
