@@ -8,7 +8,7 @@ import (
 )
 
 func TestLimits(t *testing.T) {
-	big := map[string][]byte{"big": []byte(strings.Repeat("x", 600<<10)), "mid": []byte(strings.Repeat("x", 300<<10))}
+	big := map[string][]byte{"big": []byte(strings.Repeat("x", 600<<10)), "lines": []byte(strings.Repeat(strings.Repeat("x", 1023)+"\n", 64))}
 	tests := []struct {
 		name, text string
 		want       error
@@ -22,8 +22,8 @@ func TestLimits(t *testing.T) {
 		{"nindent", `{{ nindent 100000000 "a" }}`, ErrOutputTooLarge},
 		{"join", `{{ join .big (until 10) }}`, ErrOutputTooLarge},
 		{"wrapWith", `{{ wrapWith 1 .big .big }}`, ErrOutputTooLarge},
-		{"regexReplaceAll", `{{ regexReplaceAll "x" .mid "$0$0$0$0" }}`, ErrOutputTooLarge},
-		{"regexReplaceAllLiteral", `{{ regexReplaceAllLiteral "x" .mid "yyyy" }}`, ErrOutputTooLarge},
+		{"regexReplaceAll", `{{ regexReplaceAll "\n" .lines (repeat 17000 "$0") }}`, ErrOutputTooLarge},
+		{"regexReplaceAllLiteral", `{{ regexReplaceAllLiteral "\n" .lines (repeat 17000 "y") }}`, ErrOutputTooLarge},
 		{"doubling", `{{ $s := "xxxxxxxx" }}{{ range 40 }}{{ $s = cat $s $s }}{{ end }}`, ErrOutputTooLarge},
 		{"inputs", `{{ cat .big .big .big .big .big .big .big .big .big .big .big .big .big .big .big }}`, ErrOutputTooLarge},
 		{"until", `{{ until 1000000000 }}`, ErrLimit},
@@ -34,7 +34,7 @@ func TestLimits(t *testing.T) {
 		{"range over int", `{{ range 1000000000000 }}{{ end }}`, ErrLimit},
 		{"range over list", `{{ range splitList "" .big }}{{ end }}`, ErrLimit},
 		{"recursion", `{{ define "r" }}{{ template "r" . }}{{ end }}{{ template "r" . }}`, ErrLimit},
-		{"fan-out", `{{ define "a" }}{{ template "b" }}{{ template "b" }}{{ end }}{{ define "b" }}{{ template "c" }}{{ template "c" }}{{ end }}{{ define "c" }}c{{ end }}{{ range 10000 }}{{ template "a" }}{{ end }}`, ErrLimit},
+		{"fan-out", `{{ define "a" }}{{ template "b" }}{{ template "b" }}{{ end }}{{ define "b" }}{{ template "c" }}{{ template "c" }}{{ end }}{{ define "c" }}c{{ end }}{{ range 1000 }}{{ template "a" }}{{ end }}`, ErrLimit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

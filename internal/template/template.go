@@ -20,7 +20,7 @@ const (
 	MaxRangeItems = 100_000
 	// MaxTemplateCalls bounds the {{template}} calls of one render (and so
 	// the recursion of a template that calls itself).
-	MaxTemplateCalls = 10_000
+	MaxTemplateCalls = 1000
 	// Timeout bounds the time one render may take. It is checked at every
 	// function call, range and template call, so a render stops shortly
 	// after it.
