@@ -151,3 +151,23 @@ func TestErrorsNameTemplateLineAndKey(t *testing.T) {
 		t.Error("a parse error is not a limit")
 	}
 }
+
+// TestErrorsRedactValues: a function error that quotes its argument does not
+// carry an object's value out (url.Parse quotes the URL).
+func TestErrorsRedactValues(t *testing.T) {
+	objs := map[string][]byte{"dsn": []byte("postgres://u:s3cr3t-pw@ho st/db\n"), "pem": []byte("line-one-secret\nline-two-secret\n")}
+	for _, text := range []string{`{{ urlParse .dsn }}`, `{{ mustRegexMatch (print "(" .pem) "x" }}`, `{{ fail (print "got " .dsn) }}`, `{{ index . (trim .dsn) }}`} {
+		_, err := Render("r", text, objs)
+		if err == nil {
+			t.Fatalf("Render(%s): nil error", text)
+		}
+		for _, v := range []string{"s3cr3t-pw", "line-one-secret", "line-two-secret"} {
+			if strings.Contains(err.Error(), v) {
+				t.Errorf("Render(%s) error %q carries a value", text, err)
+			}
+		}
+		if !strings.Contains(err.Error(), "<redacted>") {
+			t.Errorf("Render(%s) error %q: want the value replaced by <redacted>", text, err)
+		}
+	}
+}

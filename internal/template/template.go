@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"text/template"
 	"time"
 )
@@ -80,9 +82,50 @@ func render(name, text string, objects map[string][]byte, timeout time.Duration)
 		if errors.Is(err, ErrOutputTooLarge) {
 			return nil, fmt.Errorf("template %q: %w: more than %d bytes", name, ErrOutputTooLarge, MaxOutputBytes)
 		}
-		return nil, fmt.Errorf("template %q: %w", name, err)
+		return nil, fmt.Errorf("template %q: %w", name, redact(err, objects))
 	}
 	return w.buf.Bytes(), nil
+}
+
+// redactedError is an error whose text has the objects' values cut out: a
+// function's error may quote its argument (url.Parse quotes the URL, a
+// regexp its expression), and errors end in conditions, events and logs.
+type redactedError struct {
+	err error
+	msg string
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redact replaces every object value (and every line of one) of at least
+// minRedact bytes found in err's text by <redacted>.
+func redact(err error, objects map[string][]byte) error {
+	const minRedact = 4
+	msg := err.Error()
+	var secrets []string
+	for _, v := range objects {
+		s := strings.TrimSpace(string(v))
+		if len(s) < minRedact {
+			continue
+		}
+		secrets = append(secrets, s)
+		for line := range strings.Lines(s) {
+			if line = strings.TrimSpace(line); len(line) >= minRedact && line != s {
+				secrets = append(secrets, line)
+			}
+		}
+	}
+	// Longest first, so a value is cut whole before a line of it.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	redacted := msg
+	for _, s := range secrets {
+		redacted = strings.ReplaceAll(redacted, s, "<redacted>")
+	}
+	if redacted == msg {
+		return err
+	}
+	return &redactedError{err: err, msg: redacted}
 }
 
 // parseText parses text with the function set bound to b and inserts the range
