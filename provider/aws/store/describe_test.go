@@ -23,6 +23,15 @@ const (
 	batchSecrets   = "secretsmanager.BatchGetSecretValue@us-east-1"
 )
 
+// The tests of this file are about identities that may not call ListSecrets
+// (or stores with revalidation by listing off): DescribeSecret is then what
+// spares a GetSecretValue.
+
+// noListStore is fastStore with revalidation by ListSecrets off.
+func noListStore(endpoint string, clk *clocktesting.FakeClock) *store.Store {
+	return store.New(store.Config{Endpoint: endpoint, MaxBackoff: 20 * time.Millisecond, Clock: clk, MaxListedAge: -1})
+}
+
 // refresh steps the clock past the freshness window and fetches again with
 // current as the pod's mounted versions.
 func refresh(t *testing.T, s *store.Store, clk *clocktesting.FakeClock, req *store.Request, current map[string]string) *store.Result {
@@ -48,7 +57,7 @@ func wantCalls(t *testing.T, got, want map[string]int) {
 func TestDescribeSkipsUnchangedLabel(t *testing.T) {
 	fake := newFakeAWS(t)
 	clk := clocktesting.NewFakeClock(time.Now())
-	s := fastStore(fake.url, clk)
+	s := noListStore(fake.url, clk)
 	req := request("role-a", []spec.Object{{Name: "s0", Type: spec.SecretsManager, FileName: "s0", VersionLabel: "blue", Mode: 0o644}})
 
 	first, err := s.Fetch(t.Context(), req)
@@ -94,7 +103,7 @@ func TestDescribeSkipsUnchangedLabel(t *testing.T) {
 func TestDescribeWithoutBatches(t *testing.T) {
 	fake := newFakeAWS(t)
 	clk := clocktesting.NewFakeClock(time.Now())
-	s := fastStore(fake.url, clk)
+	s := noListStore(fake.url, clk)
 
 	batched := request("role-batch", objects(2, 0))
 	first, err := s.Fetch(t.Context(), batched)
@@ -148,7 +157,7 @@ func TestDescribeDenied(t *testing.T) {
 		return 0, nil
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	s := fastStore(fake.url, clk)
+	s := noListStore(fake.url, clk)
 	req := request("role-a", []spec.Object{{Name: "s0", Type: spec.SecretsManager, FileName: "s0", VersionLabel: "blue", Mode: 0o644}})
 	first, err := s.Fetch(t.Context(), req)
 	if err != nil {
@@ -190,7 +199,7 @@ func TestMotoDescribeLabel(t *testing.T) {
 	f := setupMoto(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	hc := &countingClient{calls: map[string]int{}}
-	s := store.New(store.Config{Endpoint: f.endpoint, Clock: clk, HTTPClient: hc})
+	s := store.New(store.Config{Endpoint: f.endpoint, Clock: clk, HTTPClient: hc, MaxListedAge: -1})
 	req := motoRequest([]spec.Object{{Name: "multi", Type: spec.SecretsManager, FileName: "blue", VersionLabel: "blue"}})
 
 	first, err := s.Fetch(t.Context(), req)
