@@ -174,15 +174,23 @@ func TestDescribeDenied(t *testing.T) {
 	wantCalls(t, fake.byTarget(), map[string]int{getSecret: 1})
 }
 
-// countingClient counts the calls per X-Amz-Target.
+// countingClient counts the operations per X-Amz-Target (an SDK retry,
+// with the same invocation id, is the same operation).
 type countingClient struct {
 	mu    sync.Mutex
 	calls map[string]int
+	seen  map[string]bool
 }
 
 func (c *countingClient) Do(r *http.Request) (*http.Response, error) {
 	c.mu.Lock()
-	c.calls[r.Header.Get("X-Amz-Target")]++
+	if id := r.Header.Get("Amz-Sdk-Invocation-Id"); id == "" || !c.seen[id] {
+		if c.seen == nil {
+			c.seen = map[string]bool{}
+		}
+		c.seen[id] = true
+		c.calls[r.Header.Get("X-Amz-Target")]++
+	}
 	c.mu.Unlock()
 	return http.DefaultClient.Do(r)
 }
@@ -191,7 +199,7 @@ func (c *countingClient) take() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := c.calls
-	c.calls = map[string]int{}
+	c.calls, c.seen = map[string]int{}, map[string]bool{}
 	return out
 }
 

@@ -50,6 +50,8 @@ type fakeCall struct {
 	Prefixes []string
 	Page     string
 	PageSize int
+	// Invocation is the SDK's id of the operation (its retries share it).
+	Invocation string
 }
 
 var (
@@ -96,6 +98,7 @@ func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	call.Page, call.PageSize = body.NextToken, body.MaxResults
+	call.Invocation = r.Header.Get("Amz-Sdk-Invocation-Id")
 	f.total.Add(1)
 	f.mu.Lock()
 	f.calls = append(f.calls, call)
@@ -254,6 +257,24 @@ func (f *fakeAWS) byTarget() map[string]int {
 	out := map[string]int{}
 	for _, c := range f.calls {
 		out[c.Target+"@"+c.Region]++
+	}
+	return out
+}
+
+// ops counts operations per target and region, as byTarget does requests:
+// an SDK retry is the same operation. (The SDK retries, rarely, a
+// ListSecrets whose answer of more than 4 KiB it failed to read from the
+// fake: "use of closed network connection".)
+func (f *fakeAWS) ops() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seen := map[string]bool{}
+	out := map[string]int{}
+	for _, c := range f.calls {
+		if c.Invocation == "" || !seen[c.Invocation] {
+			seen[c.Invocation] = true
+			out[c.Target+"@"+c.Region]++
+		}
 	}
 	return out
 }
