@@ -49,7 +49,8 @@
 // fall due together), and the "latest" ones topped up to a multiple of 20
 // with the confirmed ones read longest ago: full BatchGetSecretValue calls,
 // and no listing when all are read. An identity denied ListSecrets is
-// remembered for 10 minutes and served as without it; a negative
+// remembered for 10 minutes and served as without it (a listing failing
+// otherwise is not tried again for a freshness window); a negative
 // MaxListedAge turns revalidation by listing off.
 //
 // Batches skip DescribeSecret: one BatchGetSecretValue returns the values

@@ -89,9 +89,14 @@ func (s *Store) revalidateScope(ctx context.Context, req *Request, region string
 	var renewed []item
 	if len(check) > 0 {
 		seen, err := s.listSecrets(ctx, req, region, check)
-		if isAccessDenied(err) {
-			s.denyList(req.Identity, region)
+		switch {
+		case isAccessDenied(err):
+			s.skipList(req.Identity, region, noBatchFor)
 			return
+		case err != nil && ctx.Err() == nil:
+			// Failing otherwise (after the SDK's retries): not again for
+			// a freshness window, or every Mount call would try it.
+			s.skipList(req.Identity, region, s.cfg.Freshness)
 		}
 		for _, it := range check {
 			v := cached[it]
@@ -292,17 +297,18 @@ func commonPrefixLen(a, b string) int {
 }
 
 // listDenied reports whether identity was recently denied ListSecrets in
-// region.
+// region, or its listing failed within a freshness window.
 func (s *Store) listDenied(identity, region string) bool {
 	got, ok := s.noList.Get(cacheKey{identity: identity, item: item{region: region}})
 	if !ok {
 		return false
 	}
-	at, ok := got.(time.Time)
-	return ok && s.cfg.Clock.Since(at) < noBatchFor
+	until, ok := got.(time.Time)
+	return ok && s.cfg.Clock.Now().Before(until)
 }
 
-// denyList remembers that identity may not call ListSecrets in region.
-func (s *Store) denyList(identity, region string) {
-	s.noList.Add(cacheKey{identity: identity, item: item{region: region}}, s.cfg.Clock.Now())
+// skipList remembers for d that identity's listings in region are denied
+// or failing.
+func (s *Store) skipList(identity, region string, d time.Duration) {
+	s.noList.Add(cacheKey{identity: identity, item: item{region: region}}, s.cfg.Clock.Now().Add(d))
 }

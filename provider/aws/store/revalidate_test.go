@@ -199,6 +199,34 @@ func TestListDeniedFallsBack(t *testing.T) {
 	}
 }
 
+// TestListFailingFallsBack: a ListSecrets that fails otherwise (here 500s,
+// after the SDK's retries) leaves the values to the normal path, is not
+// tried again by the other Mount calls of that freshness window, and is
+// tried again in the next one.
+func TestListFailingFallsBack(t *testing.T) {
+	fake := newFakeAWS(t)
+	fake.fault = func(c fakeCall) (int, any) {
+		if c.Target == "secretsmanager.ListSecrets" {
+			return apiError("500")
+		}
+		return 0, nil
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := fastStore(fake.url, clk)
+	objs := objects(10, 0)
+	fetchEach(t, s, "role-a", objs)
+	for round := range 2 {
+		fake.reset()
+		fake.set("s3", fmt.Sprint(round+2))
+		clk.Step(store.DefaultFreshness)
+		got := fetchEach(t, s, "role-a", objs)
+		wantCalls(t, fake.ops(), map[string]int{listSecrets: 1, batchSecrets: 10})
+		if want := fmt.Sprintf("s3@%d", round+2); got["s3"] != want {
+			t.Errorf("round %d: s3 = %q, want %s", round, got["s3"], want)
+		}
+	}
+}
+
 // TestListedAgeForcesBatchedReads: a value confirmed by listings only is
 // read again once MaxListedAge passed since it was read, every due value in
 // full batches of 20 and with no listing when all are due; values read at

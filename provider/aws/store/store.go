@@ -105,7 +105,8 @@ type Store struct {
 	noBatch *lru.Cache
 	// noDescribe remembers (identity, region) pairs denied DescribeSecret.
 	noDescribe *lru.Cache
-	// noList remembers (identity, region) pairs denied ListSecrets.
+	// noList remembers until when (identity, region) pairs are denied
+	// ListSecrets, or their listings failing.
 	noList *lru.Cache
 	// lists collapses the revalidations of one (identity, region).
 	lists singleflight.Group
