@@ -47,6 +47,7 @@ type config struct {
 	endpoint     string
 	stsURL       string
 	freshness    time.Duration
+	maxListedAge time.Duration
 	saTTL        time.Duration
 
 	podIdentityTimeout time.Duration
@@ -105,6 +106,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.stsURL, "sts-endpoint", "", "base endpoint of STS (testing); empty: AWS")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics over HTTP (store requests by operation and outcome, cache hits), e.g. :8097; empty: off")
 	fs.DurationVar(&cfg.freshness, "freshness", 30*time.Second, "how long a fetched latest value is shared by the pods of one identity")
+	fs.DurationVar(&cfg.maxListedAge, "max-listed-age", store.DefaultMaxListedAge, "how long a latest (or staging-label) Secrets Manager value may be kept on ListSecrets' word alone before it is read again (ListSecrets is eventually consistent); 0: no revalidation by ListSecrets, every stale value is read again")
 	fs.DurationVar(&cfg.saTTL, "service-account-ttl", 5*time.Minute, "how long a service account's role annotation is cached")
 	fs.BoolVar(&cfg.enablePprof, "enable-pprof", false, "serve Go's pprof handlers on 127.0.0.1:--pprof-port (as keymount-driver's flag)")
 	fs.IntVar(&cfg.pprofPort, "pprof-port", 6066, "port of the pprof endpoint on 127.0.0.1")
@@ -137,7 +139,10 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return fmt.Errorf("load the AWS SDK configuration from the environment: %w", err)
 	}
-	storeCfg := store.Config{AWS: awsCfg, Endpoint: cfg.endpoint, Freshness: cfg.freshness}
+	storeCfg := store.Config{AWS: awsCfg, Endpoint: cfg.endpoint, Freshness: cfg.freshness, MaxListedAge: cfg.maxListedAge}
+	if cfg.maxListedAge <= 0 {
+		storeCfg.MaxListedAge = -1 // off
+	}
 	if cfg.metricsAddr != "" {
 		m := metrics.NewAWS()
 		storeCfg.Observer = m

@@ -82,6 +82,25 @@ func (r *ctrlRun) refreshRound(b *testing.B, c *controllerProc) roundResult {
 	return res
 }
 
+// refreshRounds measures n rounds in a row and returns their writes added
+// up and their other figures averaged per round.
+func (r *ctrlRun) refreshRounds(b *testing.B, c *controllerProc, n int) roundResult {
+	b.Helper()
+	var sum roundResult
+	for i := range n {
+		rr := r.refreshRound(b, c)
+		b.Logf("  round %d of %d: store calls %.1f, STS calls %.1f, CPU %.2f s, %.1f s (%s)", i+1, n, rr.store, rr.sts, rr.cpu, rr.wall, rr)
+		sum.secretWrites += rr.secretWrites
+		sum.syncWrites += rr.syncWrites
+		sum.refreshes += rr.refreshes
+		sum.cpu += rr.cpu / float64(n)
+		sum.wall += rr.wall / float64(n)
+		sum.store += rr.store / float64(n)
+		sum.sts += rr.sts / float64(n)
+	}
+	return sum
+}
+
 // count counts a write of the object versions names k.
 func (rr *roundResult) count(k string) {
 	if strings.HasPrefix(k, "SecretList/") {

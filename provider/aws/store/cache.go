@@ -7,14 +7,20 @@ import (
 
 	"k8s.io/utils/clock"
 	"k8s.io/utils/lru"
+
+	"github.com/keymount/keymount/provider/aws/spec"
 )
 
 // value is one fetched value and its version. It holds secret bytes: it
 // redacts itself when printed.
 type value struct {
-	data      []byte
-	version   string
+	data    []byte
+	version string
+	// fetchedAt starts the freshness window: the last read of the value,
+	// or the last listing that confirmed it (see revalidate.go).
 	fetchedAt time.Time
+	// readAt is the last read of the value itself (not a listing).
+	readAt time.Time
 }
 
 func (v value) String() string { return "value{version: " + v.version + ", data: <redacted>}" }
@@ -42,18 +48,35 @@ type cache struct {
 	maxBytes int64
 	bytes    atomic.Int64
 	mu       sync.Mutex
+
+	// listable indexes, per (identity, region), the cached Secrets Manager
+	// items that follow the current value or a staging label: those a
+	// ListSecrets can revalidate. An entry leaves with its cache entry.
+	// Lock order: never call the LRU while holding listableMu (the LRU
+	// calls the eviction callback, which takes listableMu, under its lock).
+	listableMu sync.Mutex
+	listable   map[scope]map[item]struct{}
 }
+
+// scope is one identity in one region.
+type scope struct {
+	identity, region string
+}
+
+// listable reports whether a ListSecrets can tell whether it changed.
+func (it item) listable() bool { return it.typ == spec.SecretsManager && !it.pinned() }
 
 // entryOverhead is what an entry costs beyond its strings and value: list
 // element, map slot, key and value headers.
 const entryOverhead = 256
 
 func newCache(size int, maxBytes int64, freshness time.Duration, clk clock.PassiveClock) *cache {
-	c := &cache{freshness: freshness, clock: clk, maxBytes: maxBytes}
+	c := &cache{freshness: freshness, clock: clk, maxBytes: maxBytes, listable: map[scope]map[item]struct{}{}}
 	c.lru = lru.NewWithEvictionFunc(size, func(k lru.Key, v any) {
 		key, _ := k.(cacheKey)
 		val, _ := v.(value)
 		c.bytes.Add(-entrySize(key, val))
+		c.unindex(key)
 	})
 	return c
 }
@@ -65,15 +88,78 @@ func entrySize(k cacheKey, v value) int64 {
 }
 
 func (c *cache) get(identity string, it item) (value, bool) {
+	v, ok := c.peek(identity, it)
+	if !ok || (!it.pinned() && c.clock.Since(v.fetchedAt) >= c.freshness) {
+		return value{}, false
+	}
+	return v, true
+}
+
+// peek returns the cached value of it, fresh or not.
+func (c *cache) peek(identity string, it item) (value, bool) {
 	got, ok := c.lru.Get(cacheKey{identity: identity, item: it})
 	if !ok {
 		return value{}, false
 	}
 	v, ok := got.(value)
-	if !ok || (!it.pinned() && c.clock.Since(v.fetchedAt) >= c.freshness) {
-		return value{}, false
+	return v, ok
+}
+
+// renew starts a new freshness window at at for the cached value of it,
+// if that is still version (a listing confirmed it). It reports whether it
+// did.
+func (c *cache) renew(identity string, it item, version string, at time.Time) bool {
+	key := cacheKey{identity: identity, item: it}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got, ok := c.lru.Get(key)
+	v, _ := got.(value)
+	if !ok || v.version != version || !at.After(v.fetchedAt) {
+		return false
 	}
-	return v, true
+	v.fetchedAt = at
+	c.lru.Add(key, v) // same size: replaced in place, no eviction
+	return true
+}
+
+// listed returns the listable items cached for identity in region.
+func (c *cache) listed(identity, region string) []item {
+	c.listableMu.Lock()
+	defer c.listableMu.Unlock()
+	set := c.listable[scope{identity, region}]
+	out := make([]item, 0, len(set))
+	for it := range set {
+		out = append(out, it)
+	}
+	return out
+}
+
+func (c *cache) index(key cacheKey) {
+	if !key.item.listable() {
+		return
+	}
+	sc := scope{key.identity, key.item.region}
+	c.listableMu.Lock()
+	defer c.listableMu.Unlock()
+	set := c.listable[sc]
+	if set == nil {
+		set = map[item]struct{}{}
+		c.listable[sc] = set
+	}
+	set[key.item] = struct{}{}
+}
+
+func (c *cache) unindex(key cacheKey) {
+	if !key.item.listable() {
+		return
+	}
+	sc := scope{key.identity, key.item.region}
+	c.listableMu.Lock()
+	defer c.listableMu.Unlock()
+	delete(c.listable[sc], key.item)
+	if len(c.listable[sc]) == 0 {
+		delete(c.listable, sc)
+	}
 }
 
 // put caches v, then evicts the least recently used entries until the
@@ -81,6 +167,9 @@ func (c *cache) get(identity string, it item) (value, bool) {
 func (c *cache) put(identity string, it item, v value) {
 	if v.fetchedAt.IsZero() {
 		v.fetchedAt = c.clock.Now()
+	}
+	if v.readAt.IsZero() {
+		v.readAt = v.fetchedAt
 	}
 	key := cacheKey{identity: identity, item: it}
 	size := entrySize(key, v)
@@ -92,6 +181,7 @@ func (c *cache) put(identity string, it item, v value) {
 	}
 	c.bytes.Add(size)
 	c.lru.Add(key, v)
+	c.index(key)
 	for c.bytes.Load() > c.maxBytes && c.lru.Len() > 0 {
 		c.lru.RemoveOldest()
 	}

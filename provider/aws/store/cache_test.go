@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,47 @@ func TestCacheBoundedInBytes(t *testing.T) {
 	c.lru.Clear()
 	if b := c.bytes.Load(); b != 0 {
 		t.Errorf("%d bytes counted in an empty cache", b)
+	}
+}
+
+// TestListableIndexFollowsEvictions: the index of listable items holds
+// exactly the cached Secrets Manager items that follow a current value or a
+// label, per identity and region, and loses them with their entries.
+func TestListableIndexFollowsEvictions(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	c := newCache(5, 1<<20, time.Minute, clk)
+	sm := func(i int) item {
+		return item{typ: spec.SecretsManager, region: "us-east-1", name: fmt.Sprintf("s%d", i)}
+	}
+	v := value{data: []byte("x"), version: "v1"}
+	c.put("role-a", item{typ: spec.SSMParameter, region: "us-east-1", name: "p"}, v)
+	pinned := sm(0)
+	pinned.version = "v1"
+	c.put("role-a", pinned, v)
+	labelled := sm(1)
+	labelled.label = "blue"
+	c.put("role-a", labelled, v)
+	c.put("role-b", sm(2), v)
+	c.put("role-a", sm(3), v)
+	got := c.listed("role-a", "us-east-1")
+	if len(got) != 2 || !slices.Contains(got, labelled) || !slices.Contains(got, sm(3)) {
+		t.Errorf("listed(role-a) = %v, want the label item and s3 only", got)
+	}
+	if got := c.listed("role-a", "eu-west-1"); len(got) != 0 {
+		t.Errorf("listed(role-a, eu-west-1) = %v, want none", got)
+	}
+	for i := 10; i < 15; i++ { // evicts everything above
+		c.put("role-c", sm(i), v)
+	}
+	if got := c.listed("role-a", "us-east-1"); len(got) != 0 {
+		t.Errorf("listed(role-a) after evictions = %v, want none", got)
+	}
+	if got := c.listed("role-c", "us-east-1"); len(got) != 5 {
+		t.Errorf("listed(role-c) = %v, want its 5 items", got)
+	}
+	c.listableMu.Lock()
+	defer c.listableMu.Unlock()
+	if len(c.listable) != 1 {
+		t.Errorf("the index holds %d scopes, want 1 (role-c's)", len(c.listable))
 	}
 }

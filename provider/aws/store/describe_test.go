@@ -23,6 +23,15 @@ const (
 	batchSecrets   = "secretsmanager.BatchGetSecretValue@us-east-1"
 )
 
+// The tests of this file are about identities that may not call ListSecrets
+// (or stores with revalidation by listing off): DescribeSecret is then what
+// spares a GetSecretValue.
+
+// noListStore is fastStore with revalidation by ListSecrets off.
+func noListStore(endpoint string, clk *clocktesting.FakeClock) *store.Store {
+	return store.New(store.Config{Endpoint: endpoint, MaxBackoff: 20 * time.Millisecond, Clock: clk, MaxListedAge: -1})
+}
+
 // refresh steps the clock past the freshness window and fetches again with
 // current as the pod's mounted versions.
 func refresh(t *testing.T, s *store.Store, clk *clocktesting.FakeClock, req *store.Request, current map[string]string) *store.Result {
@@ -48,7 +57,7 @@ func wantCalls(t *testing.T, got, want map[string]int) {
 func TestDescribeSkipsUnchangedLabel(t *testing.T) {
 	fake := newFakeAWS(t)
 	clk := clocktesting.NewFakeClock(time.Now())
-	s := fastStore(fake.url, clk)
+	s := noListStore(fake.url, clk)
 	req := request("role-a", []spec.Object{{Name: "s0", Type: spec.SecretsManager, FileName: "s0", VersionLabel: "blue", Mode: 0o644}})
 
 	first, err := s.Fetch(t.Context(), req)
@@ -94,7 +103,7 @@ func TestDescribeSkipsUnchangedLabel(t *testing.T) {
 func TestDescribeWithoutBatches(t *testing.T) {
 	fake := newFakeAWS(t)
 	clk := clocktesting.NewFakeClock(time.Now())
-	s := fastStore(fake.url, clk)
+	s := noListStore(fake.url, clk)
 
 	batched := request("role-batch", objects(2, 0))
 	first, err := s.Fetch(t.Context(), batched)
@@ -148,7 +157,7 @@ func TestDescribeDenied(t *testing.T) {
 		return 0, nil
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	s := fastStore(fake.url, clk)
+	s := noListStore(fake.url, clk)
 	req := request("role-a", []spec.Object{{Name: "s0", Type: spec.SecretsManager, FileName: "s0", VersionLabel: "blue", Mode: 0o644}})
 	first, err := s.Fetch(t.Context(), req)
 	if err != nil {
@@ -165,15 +174,23 @@ func TestDescribeDenied(t *testing.T) {
 	wantCalls(t, fake.byTarget(), map[string]int{getSecret: 1})
 }
 
-// countingClient counts the calls per X-Amz-Target.
+// countingClient counts the operations per X-Amz-Target (an SDK retry,
+// with the same invocation id, is the same operation).
 type countingClient struct {
 	mu    sync.Mutex
 	calls map[string]int
+	seen  map[string]bool
 }
 
 func (c *countingClient) Do(r *http.Request) (*http.Response, error) {
 	c.mu.Lock()
-	c.calls[r.Header.Get("X-Amz-Target")]++
+	if id := r.Header.Get("Amz-Sdk-Invocation-Id"); id == "" || !c.seen[id] {
+		if c.seen == nil {
+			c.seen = map[string]bool{}
+		}
+		c.seen[id] = true
+		c.calls[r.Header.Get("X-Amz-Target")]++
+	}
 	c.mu.Unlock()
 	return http.DefaultClient.Do(r)
 }
@@ -182,7 +199,7 @@ func (c *countingClient) take() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := c.calls
-	c.calls = map[string]int{}
+	c.calls, c.seen = map[string]int{}, map[string]bool{}
 	return out
 }
 
@@ -190,7 +207,7 @@ func TestMotoDescribeLabel(t *testing.T) {
 	f := setupMoto(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	hc := &countingClient{calls: map[string]int{}}
-	s := store.New(store.Config{Endpoint: f.endpoint, Clock: clk, HTTPClient: hc})
+	s := store.New(store.Config{Endpoint: f.endpoint, Clock: clk, HTTPClient: hc, MaxListedAge: -1})
 	req := motoRequest([]spec.Object{{Name: "multi", Type: spec.SecretsManager, FileName: "blue", VersionLabel: "blue"}})
 
 	first, err := s.Fetch(t.Context(), req)

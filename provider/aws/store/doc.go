@@ -14,8 +14,8 @@
 // GetSecretValue only), the store falls back to GetSecretValue per secret and
 // remembers that for the identity and region.
 //
-// On a refresh (Request.Current names the version a pod has mounted),
-// a Secrets Manager object read with GetSecretValue by staging label, or
+// On a refresh (Request.Current names the version a pod has mounted)
+// that a listing did not settle (see below), a Secrets Manager object read with GetSecretValue by staging label, or
 // "latest" when the identity may not batch, is first checked with
 // DescribeSecret when its mounted version's value is in the cache: if the
 // label still points at that version id, the cached value is served, with
@@ -23,6 +23,35 @@
 // not cached, DescribeSecret failing or denied, secret pending deletion)
 // GetSecretValue reads it as usual. An identity denied DescribeSecret is
 // remembered like one denied batches.
+//
+// # Revalidation by listing
+//
+// When a "latest" or staging-label Secrets Manager value is asked for
+// whose cached value is past its freshness, the store first revalidates,
+// at once, every such value the identity has cached in that region (an
+// index of them, bounded by the cache, loses an entry with its value):
+// one ListSecrets, paged (100 a page), filtered by up to 10 name prefixes
+// that cover the names, shows each secret's SecretVersionsToStages. A
+// value whose label (AWSCURRENT for "latest") still points at the cached
+// version is fresh again without a value read; changed ones are read,
+// batched; one the listing does not show (deleted, pending deletion, an
+// ARN that is not the full one) stays stale and is read as usual. The
+// prefix filter matches without case, so entries count by exact name, or
+// by ARN for an object named by ARN. One revalidation per (identity,
+// region) runs at a time (singleflight), so the Mount calls of many
+// classes of one identity in the same window cost one listing, and the
+// listing is seen by the Observer like every request.
+//
+// ListSecrets is eventually consistent. A value confirmed by listings only
+// is therefore read directly again at the first revalidation after
+// Config.MaxListedAge (5 minutes) since it was read, with every value of
+// the identity and region read half that long ago or longer (so that they
+// fall due together), and the "latest" ones topped up to a multiple of 20
+// with the confirmed ones read longest ago: full BatchGetSecretValue calls,
+// and no listing when all are read. An identity denied ListSecrets is
+// remembered for 10 minutes and served as without it (a listing failing
+// otherwise is not tried again for a freshness window); a negative
+// MaxListedAge turns revalidation by listing off.
 //
 // Batches skip DescribeSecret: one BatchGetSecretValue returns the values
 // and versions of 20 secrets, while DescribeSecret costs one call per

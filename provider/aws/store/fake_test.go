@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,8 +32,11 @@ type fakeAWS struct {
 	mu      sync.Mutex
 	version map[string]string // name -> current version
 	missing map[string]bool
-	calls   []fakeCall
-	total   atomic.Int64
+	// known is every secret a call has read or named (ListSecrets lists
+	// those, not missing).
+	known map[string]bool
+	calls []fakeCall
+	total atomic.Int64
 }
 
 // fakeCall is one request the fake received.
@@ -41,6 +45,13 @@ type fakeCall struct {
 	Target    string // e.g. "secretsmanager.BatchGetSecretValue"
 	Names     []string
 	AccessKey string // the access key id that signed the call
+	// Prefixes are the values of a ListSecrets "name" filter; Page its
+	// NextToken and PageSize its MaxResults.
+	Prefixes []string
+	Page     string
+	PageSize int
+	// Invocation is the SDK's id of the operation (its retries share it).
+	Invocation string
 }
 
 var (
@@ -50,7 +61,7 @@ var (
 
 func newFakeAWS(t testing.TB) *fakeAWS {
 	t.Helper()
-	f := &fakeAWS{version: map[string]string{}, missing: map[string]bool{}}
+	f := &fakeAWS{version: map[string]string{}, missing: map[string]bool{}, known: map[string]bool{}}
 	srv := httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
@@ -62,6 +73,12 @@ func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
 		SecretIDList []string `json:"SecretIdList"`
 		SecretID     string   `json:"SecretId"`
 		Names        []string
+		Filters      []struct {
+			Key    string
+			Values []string
+		}
+		MaxResults int
+		NextToken  string
 	}
 	_ = json.NewDecoder(r.Body).Decode(&body)
 	call := fakeCall{Target: r.Header.Get("X-Amz-Target")}
@@ -75,6 +92,13 @@ func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
 	if body.SecretID != "" {
 		call.Names = append(call.Names, body.SecretID)
 	}
+	for _, flt := range body.Filters {
+		if flt.Key == "name" {
+			call.Prefixes = append(call.Prefixes, flt.Values...)
+		}
+	}
+	call.Page, call.PageSize = body.NextToken, body.MaxResults
+	call.Invocation = r.Header.Get("Amz-Sdk-Invocation-Id")
 	f.total.Add(1)
 	f.mu.Lock()
 	f.calls = append(f.calls, call)
@@ -116,6 +140,13 @@ func (f *fakeAWS) set(name, version string) {
 }
 
 func (f *fakeAWS) answer(call fakeCall) (int, any) {
+	if strings.HasPrefix(call.Target, "secretsmanager.") {
+		f.mu.Lock()
+		for _, n := range call.Names {
+			f.known[n] = true
+		}
+		f.mu.Unlock()
+	}
 	switch call.Target {
 	case "secretsmanager.BatchGetSecretValue":
 		values, errs := []map[string]any{}, []map[string]any{}
@@ -143,6 +174,8 @@ func (f *fakeAWS) answer(call fakeCall) (int, any) {
 			"Name": n, "ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:" + n,
 			"VersionIdsToStages": map[string][]string{f.current(n): {"AWSCURRENT", "blue"}},
 		}
+	case "secretsmanager.ListSecrets":
+		return f.list(call)
 	case "AmazonSSM.GetParameters":
 		params, invalid := []map[string]any{}, []string{}
 		for _, n := range call.Names {
@@ -157,6 +190,44 @@ func (f *fakeAWS) answer(call fakeCall) (int, any) {
 	default:
 		return http.StatusBadRequest, map[string]any{"__type": "UnknownOperationException"}
 	}
+}
+
+// list answers ListSecrets: the known secrets that are not missing, whose
+// names start with a prefix (without case, as AWS), sorted, paged by
+// PageSize with the index of the next entry as the token.
+func (f *fakeAWS) list(call fakeCall) (int, any) {
+	f.mu.Lock()
+	var names []string
+	for n := range f.known {
+		if f.missing[n] {
+			continue
+		}
+		if len(call.Prefixes) == 0 || slices.ContainsFunc(call.Prefixes, func(p string) bool {
+			return strings.HasPrefix(strings.ToLower(n), strings.ToLower(p))
+		}) {
+			names = append(names, n)
+		}
+	}
+	f.mu.Unlock()
+	slices.Sort(names)
+	start, size := 0, call.PageSize
+	if size <= 0 {
+		size = 100
+	}
+	_, _ = fmt.Sscan(call.Page, &start)
+	end := min(start+size, len(names))
+	entries := []map[string]any{}
+	for _, n := range names[start:end] {
+		entries = append(entries, map[string]any{
+			"Name": n, "ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:" + n + "-AbCdEf",
+			"SecretVersionsToStages": map[string][]string{f.current(n): {"AWSCURRENT", "blue"}},
+		})
+	}
+	out := map[string]any{"SecretList": entries}
+	if end < len(names) {
+		out["NextToken"] = fmt.Sprint(end)
+	}
+	return http.StatusOK, out
 }
 
 func secretJSON(name, version string) map[string]any {
@@ -186,6 +257,24 @@ func (f *fakeAWS) byTarget() map[string]int {
 	out := map[string]int{}
 	for _, c := range f.calls {
 		out[c.Target+"@"+c.Region]++
+	}
+	return out
+}
+
+// ops counts operations per target and region, as byTarget does requests:
+// an SDK retry is the same operation. (The SDK retries, rarely, a
+// ListSecrets whose answer of more than 4 KiB it failed to read from the
+// fake: "use of closed network connection".)
+func (f *fakeAWS) ops() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seen := map[string]bool{}
+	out := map[string]int{}
+	for _, c := range f.calls {
+		if c.Invocation == "" || !seen[c.Invocation] {
+			seen[c.Invocation] = true
+			out[c.Target+"@"+c.Region]++
+		}
 	}
 	return out
 }

@@ -159,11 +159,11 @@ func TestPersistentFaults(t *testing.T) {
 }
 
 // TestBatchDeniedFallsBack: an IAM policy written for the existing provider
-// grants GetSecretValue but not BatchGetSecretValue.
+// grants GetSecretValue but not BatchGetSecretValue (nor ListSecrets).
 func TestBatchDeniedFallsBack(t *testing.T) {
 	fake := newFakeAWS(t)
 	fake.fault = func(c fakeCall) (int, any) {
-		if c.Target == "secretsmanager.BatchGetSecretValue" {
+		if c.Target == "secretsmanager.BatchGetSecretValue" || c.Target == "secretsmanager.ListSecrets" {
 			return apiError("AccessDeniedException")
 		}
 		return 0, nil

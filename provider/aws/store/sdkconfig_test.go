@@ -143,7 +143,7 @@ func TestSDKEnvironmentFIPSAndDualStack(t *testing.T) {
 // endpoint's private CA; without it the same endpoint is refused.
 func TestSDKEnvironmentCABundle(t *testing.T) {
 	sdkEnv(t)
-	f := &fakeAWS{version: map[string]string{}, missing: map[string]bool{}}
+	f := &fakeAWS{version: map[string]string{}, missing: map[string]bool{}, known: map[string]bool{}}
 	srv := httptest.NewTLSServer(http.HandlerFunc(f.serve))
 	t.Cleanup(srv.Close)
 	req := func(s *store.Store) error {

@@ -23,6 +23,7 @@ type secretsAPI interface {
 	BatchGetSecretValue(context.Context, *secretsmanager.BatchGetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.BatchGetSecretValueOutput, error)
 	GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
 	DescribeSecret(context.Context, *secretsmanager.DescribeSecretInput, ...func(*secretsmanager.Options)) (*secretsmanager.DescribeSecretOutput, error)
+	ListSecrets(context.Context, *secretsmanager.ListSecretsInput, ...func(*secretsmanager.Options)) (*secretsmanager.ListSecretsOutput, error)
 }
 
 var _ secretsAPI = (*secretsmanager.Client)(nil)
@@ -147,7 +148,9 @@ func (s *Store) unchanged(ctx context.Context, req *Request, api secretsAPI, it 
 	if !slices.Contains(out.VersionIdsToStages[cur], stage) {
 		return value{}, false
 	}
-	cached.fetchedAt = time.Time{} // fresh again from now on
+	// Fresh again from now on, and read now: DescribeSecret, unlike
+	// ListSecrets, is not eventually consistent.
+	cached.fetchedAt, cached.readAt = time.Time{}, time.Time{}
 	return cached, true
 }
 

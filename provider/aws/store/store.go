@@ -57,6 +57,16 @@ type Config struct {
 	// Freshness is how long a "latest" (or label) value is shared across
 	// pods of one identity.
 	Freshness time.Duration
+	// MaxListedAge bounds how long a "latest" or staging-label Secrets
+	// Manager value may be kept on ListSecrets' word alone: a stale value
+	// is revalidated, with every other such value of its identity and
+	// region, by one ListSecrets (see the package doc), but ListSecrets is
+	// eventually consistent, so a value last read longer ago than this is
+	// read again (GetSecretValue or BatchGetSecretValue) at the next
+	// revalidation, together with those nearly as old. Zero means
+	// DefaultMaxListedAge; a negative value turns revalidation by
+	// ListSecrets off (every stale value is read again).
+	MaxListedAge time.Duration
 	// CacheSize bounds the node-local cache, in entries.
 	CacheSize int
 	// CacheBytes bounds the node-local cache, in bytes of values, names
@@ -95,6 +105,11 @@ type Store struct {
 	noBatch *lru.Cache
 	// noDescribe remembers (identity, region) pairs denied DescribeSecret.
 	noDescribe *lru.Cache
+	// noList remembers until when (identity, region) pairs are denied
+	// ListSecrets, or their listings failing.
+	noList *lru.Cache
+	// lists collapses the revalidations of one (identity, region).
+	lists singleflight.Group
 	// down remembers when a region (identity "") or an (identity, region)
 	// pair last failed while its failover region served.
 	down *lru.Cache
@@ -123,6 +138,9 @@ func New(cfg Config) *Store {
 	if cfg.Freshness <= 0 {
 		cfg.Freshness = DefaultFreshness
 	}
+	if cfg.MaxListedAge == 0 {
+		cfg.MaxListedAge = DefaultMaxListedAge
+	}
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = DefaultCacheSize
 	}
@@ -149,6 +167,7 @@ func New(cfg Config) *Store {
 		clients:    make(map[string]*regionClients),
 		noBatch:    lru.New(noBatchSize),
 		noDescribe: lru.New(noBatchSize),
+		noList:     lru.New(noBatchSize),
 		down:       lru.New(noBatchSize),
 	}
 }
@@ -296,6 +315,10 @@ func (s *Store) fetchItems(ctx context.Context, req *Request, items []item) (map
 		}
 		missing = append(missing, it)
 	}
+	if s.revalidate(ctx, req, missing) {
+		// A listing may have confirmed (or read) what was stale.
+		missing = s.stillMissing(req.Identity, missing, vals)
+	}
 	if len(missing) > 0 {
 		// Plan every item, not only the misses: a concurrent flight may be
 		// halfway through filling the cache, and batches built from what
@@ -367,7 +390,7 @@ func (s *Store) runBatch(ctx context.Context, req *Request, b batch) *batchResul
 // callBatch re-checks the cache (a flight that just ended may have filled
 // it), then calls the store for what is still missing and caches the answers.
 func (s *Store) callBatch(ctx context.Context, req *Request, b batch) *batchResult {
-	res := &batchResult{values: make(map[item]value), fails: make(map[item]*objectFailure)}
+	res := newBatchResult()
 	var todo []item
 	for _, it := range b.items {
 		if v, ok := s.cached(req.Identity, it); ok {
@@ -379,15 +402,27 @@ func (s *Store) callBatch(ctx context.Context, req *Request, b batch) *batchResu
 	if len(todo) == 0 {
 		return res
 	}
+	b.items = todo
+	s.call(ctx, req, b, res)
+	return res
+}
+
+func newBatchResult() *batchResult {
+	return &batchResult{values: make(map[item]value), fails: make(map[item]*objectFailure)}
+}
+
+// call makes batch b's store call, whatever the cache holds, and caches the
+// answers in res and in the cache.
+func (s *Store) call(ctx context.Context, req *Request, b batch, res *batchResult) {
 	clients := s.clientsFor(b.region)
 	var err error
 	switch b.op {
 	case opSecretsBatch:
-		err = s.batchGetSecrets(ctx, req, clients.sm, todo, res)
+		err = s.batchGetSecrets(ctx, req, clients.sm, b.items, res)
 	case opSecret:
-		err = s.getSecret(ctx, req, clients.sm, todo[0], res)
+		err = s.getSecret(ctx, req, clients.sm, b.items[0], res)
 	case opParameters:
-		err = s.getParameters(ctx, req, clients.ssm, todo, res)
+		err = s.getParameters(ctx, req, clients.ssm, b.items, res)
 	}
 	if err != nil {
 		res.err = classify(ctx, err)
@@ -401,7 +436,6 @@ func (s *Store) callBatch(ctx context.Context, req *Request, b batch) *batchResu
 			s.cache.put(req.Identity, pinned, v)
 		}
 	}
-	return res
 }
 
 // retryerFor returns the retryer of identity in region, created once: its
