@@ -1,0 +1,158 @@
+package convert
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// keymount's annotations the output carries.
+const (
+	annotationPolicy   = "keymount.io/rotation-policy"
+	annotationInterval = "keymount.io/rotation-interval"
+	// AnnotationTemplatePrefix starts the SecretSync annotation whose value
+	// is the Go template of one Secret key: keymount.io/template.<key>.
+	AnnotationTemplatePrefix = "keymount.io/template."
+)
+
+// Options are the choices of the command line.
+type Options struct {
+	// ServiceAccount is the SecretSync's serviceAccountName where the input
+	// names none (KES; an ESO store without jwt auth).
+	ServiceAccount string
+}
+
+// Result is the outcome of a conversion.
+type Result struct {
+	// conversions in input order; those with issues included (a partial
+	// output leaves out what the issues name).
+	conversions []*conversion
+	// Issues in input order, each once.
+	Issues []Issue
+}
+
+// Converted is the number of ExternalSecrets converted (fully or not).
+func (r *Result) Converted() int { return len(r.conversions) }
+
+// converter holds one run.
+type converter struct {
+	opts   Options
+	stores map[string]*document
+	issues []Issue
+	dummy  []Issue
+}
+
+// Convert reads every ExternalSecret of the inputs (with the stores the
+// inputs hold) and converts it. An error is an input that cannot be read at
+// all; what cannot be expressed is in Result.Issues.
+func Convert(inputs []Input, opts Options) (*Result, error) {
+	docs, err := readDocuments(inputs)
+	if err != nil {
+		return nil, err
+	}
+	cv := &converter{opts: opts, stores: map[string]*document{}}
+	for i := range docs {
+		d := &docs[i]
+		if d.apiVersion == esoVersion && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore") {
+			meta := field(d.fields, "metadata")
+			ns := str(cv.noIssues(), "", meta, "namespace")
+			cv.stores[storeKey(d.kind, ns, str(cv.noIssues(), "", meta, "name"))] = d
+		}
+	}
+	res := &Result{}
+	for i := range docs {
+		if c := cv.convertDocument(&docs[i]); c != nil {
+			cv.finish(c)
+			res.conversions = append(res.conversions, c)
+		}
+	}
+	res.Issues = dedupe(cv.issues)
+	return res, nil
+}
+
+// convertDocument converts one document, nil for stores and objects that
+// are not ExternalSecrets.
+func (cv *converter) convertDocument(d *document) *conversion {
+	group, _, _ := strings.Cut(d.apiVersion, "/")
+	switch {
+	case d.apiVersion == esoVersion && d.kind == "ExternalSecret":
+		return cv.convertESO(d)
+	case d.apiVersion == kesVersion && d.kind == "ExternalSecret":
+		return cv.convertKES(d)
+	case d.apiVersion == esoVersion && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore"):
+		return nil
+	case group == esoGroup || strings.HasSuffix(group, "."+esoGroup) || group == "kubernetes-client.io":
+		is := cv.issuesFor(d.where)
+		is.unsupported("", "%s %s: keymount convert reads %s ExternalSecret, SecretStore and ClusterSecretStore, and %s ExternalSecret", d.apiVersion, d.kind, esoVersion, kesVersion)
+	default:
+		is := cv.issuesFor(d.where)
+		is.note("", "ignored: %s %s is not an External Secrets object", d.apiVersion, d.kind)
+	}
+	return nil
+}
+
+func (cv *converter) issuesFor(object string) issues {
+	return issues{object: object, list: &cv.issues}
+}
+
+// noIssues discards what it is told: for metadata that names the object
+// before its issues have a name.
+func (cv *converter) noIssues() issues {
+	return issues{list: &cv.dummy}
+}
+
+// secretKeyPattern is the SecretSync CRD's pattern of sourcePath and
+// targetKey.
+var secretKeyPattern = regexp.MustCompile(`^[A-Za-z0-9.]([-A-Za-z0-9]+([-._a-zA-Z0-9]?[A-Za-z0-9])*)?(\/([0-9]+))*$`)
+
+func validKey(k string) bool { return len(k) <= 253 && secretKeyPattern.MatchString(k) }
+
+// checkKey checks a Secret key of the input: one a SecretSync accepts, once.
+func (cv *converter) checkKey(is issues, path string, c *conversion, key string) bool {
+	if !validKey(key) {
+		is.unsupported(path, "the key %q is not one a SecretSync accepts (letters, digits, '-', '.', '_' not at either end)", key)
+		return false
+	}
+	if slices.ContainsFunc(c.keys, func(k secretKey) bool { return k.targetKey == key }) {
+		is.unsupported(path, "the key %q is listed twice; keep one", key)
+		return false
+	}
+	return true
+}
+
+// finish checks what every conversion needs.
+func (cv *converter) finish(c *conversion) {
+	is := cv.issuesFor(c.source)
+	c.writable = c.serviceAccount != "" && len(c.keys) > 0 && len(c.objects) > 0
+	if c.serviceAccount == "" {
+		is.unsupported("", "no ServiceAccount: External Secrets read with its controller's identity here; keymount reads as a ServiceAccount of namespace %q with IRSA or Pod Identity: give one the role and pass --service-account NAME", c.namespace)
+	}
+	if len(c.keys) == 0 {
+		is.unsupported("spec.data", "no key could be converted; the SecretSync needs at least one")
+	}
+	checkClass(is, c)
+}
+
+// parseDuration parses a Kubernetes duration as metav1.Duration does.
+func parseDuration(s string) (time.Duration, error) {
+	var d metav1.Duration
+	if err := d.UnmarshalJSON([]byte(`"` + s + `"`)); err != nil {
+		return 0, err
+	}
+	return d.Duration, nil
+}
+
+func dedupe(list []Issue) []Issue {
+	seen := map[Issue]bool{}
+	out := list[:0:0]
+	for _, i := range list {
+		if !seen[i] {
+			seen[i] = true
+			out = append(out, i)
+		}
+	}
+	return out
+}
