@@ -16,9 +16,9 @@ type conversion struct {
 	// className is the SecretProviderClass's name (the ExternalSecret's),
 	// syncName the SecretSync's (the Secret's).
 	className, syncName string
-	region             string
-	objects            []*awsObject
-	serviceAccount     string
+	region              string
+	objects             []*awsObject
+	serviceAccount      string
 	// The Secret.
 	secretType          string
 	labels, annotations map[string]string
@@ -37,12 +37,12 @@ type secretKey struct {
 
 // awsObject is one entry of the class's objects parameter.
 type awsObject struct {
-	Name         string         `yaml:"objectName"`
+	Name         string          `yaml:"objectName"`
 	Type         spec.ObjectType `yaml:"objectType"`
-	Alias        string         `yaml:"objectAlias,omitempty"`
-	Version      string         `yaml:"objectVersion,omitempty"`
-	VersionLabel string         `yaml:"objectVersionLabel,omitempty"`
-	JMESPath     []jmesPath     `yaml:"jmesPath,omitempty"`
+	Alias        string          `yaml:"objectAlias,omitempty"`
+	Version      string          `yaml:"objectVersion,omitempty"`
+	VersionLabel string          `yaml:"objectVersionLabel,omitempty"`
+	JMESPath     []jmesPath      `yaml:"jmesPath,omitempty"`
 }
 
 type jmesPath struct {
