@@ -1,0 +1,24 @@
+// Package awstest gives tests outside provider/aws the AWS stand-ins of
+// provider/aws/internal: a real moto_server on 127.0.0.1, stopped when the
+// test ends, and the fake static credentials it accepts. It holds no logic
+// of its own, so that there is one way to start moto.
+package awstest
+
+import (
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/keymount/keymount/provider/aws/internal/motoserver"
+)
+
+// StartMoto runs moto_server on 127.0.0.1 and returns its endpoint; see
+// motoserver.Start. It never skips: without moto_server the test fails.
+func StartMoto(t testing.TB) (endpoint string) {
+	t.Helper()
+	return motoserver.Start(t)
+}
+
+// MotoCredentials returns a provider of the fake static credentials moto
+// accepts.
+func MotoCredentials() aws.CredentialsProvider { return motoserver.Credentials() }
