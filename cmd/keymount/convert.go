@@ -121,7 +121,7 @@ func openInputs(files []string, stdin io.Reader) ([]convert.Input, func(), error
 			inputs = append(inputs, convert.Input{Name: "stdin", R: stdin})
 			continue
 		}
-		f, err := os.Open(name)
+		f, err := os.Open(name) //nolint:gosec // G703: the user names the files to read on the command line.
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("convert: %w", err)

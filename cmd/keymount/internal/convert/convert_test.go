@@ -70,7 +70,7 @@ func convertFile(t *testing.T, path string, opts Options) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	res, err := Convert([]Input{{Name: filepath.Base(path), R: f}}, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -33,8 +33,7 @@ type document struct {
 	where      string // "file.yaml, document 2"
 	apiVersion string
 	kind       string
-	raw        []byte         // JSON
-	fields     map[string]any // the same, decoded
+	fields     map[string]any // the object, decoded
 }
 
 // readDocuments splits every input into its objects: multi-document YAML,
@@ -74,7 +73,7 @@ func decodeDocument(where string, data []byte) ([]document, error) {
 	if err := json.Unmarshal(js, &fields); err != nil {
 		return nil, fmt.Errorf("%s: not a Kubernetes object (a YAML mapping with apiVersion and kind): %w", where, err)
 	}
-	d := document{where: where, raw: js, fields: fields}
+	d := document{where: where, fields: fields}
 	d.apiVersion, _ = fields["apiVersion"].(string)
 	d.kind, _ = fields["kind"].(string)
 	if d.apiVersion == "v1" && d.kind == "List" {
@@ -98,14 +97,6 @@ func decodeList(where string, fields map[string]any) ([]document, error) {
 		docs = append(docs, got...)
 	}
 	return docs, nil
-}
-
-// decodeInto decodes the document into a typed object.
-func (d *document) decodeInto(v any) error {
-	if err := json.Unmarshal(d.raw, v); err != nil {
-		return fmt.Errorf("%s: %s %s: %w", d.where, d.apiVersion, d.kind, err)
-	}
-	return nil
 }
 
 // unknownFields reports every field of m (at path) that is not in known.
