@@ -101,7 +101,8 @@ func toStatus(err error) error {
 func codeOf(err error) codes.Code {
 	var perr *providerclient.ProviderError
 	switch {
-	case errors.Is(err, errInvalidRequest), errors.Is(err, errInvalidProviderFile), errors.Is(err, targetpath.ErrSymlink):
+	case errors.Is(err, errInvalidRequest), errors.Is(err, errInvalidProviderFile), errors.Is(err, targetpath.ErrSymlink),
+		errors.Is(err, errInvalidTemplate):
 		return codes.InvalidArgument
 	case errors.Is(err, errBusy):
 		return codes.Aborted

@@ -293,6 +293,9 @@ func (d *Driver) fetchAndWriteInto(ctx context.Context, v *volume.Volume, spc *s
 		return nil, false, err
 	}
 	killpoint.Reached("publish.provider-answered")
+	if files, err = withTemplates(spc, files); err != nil {
+		return nil, false, err
+	}
 	dir, closeDir, err := openDir()
 	if err != nil {
 		return nil, false, err

@@ -14,6 +14,7 @@ import (
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/cluster/secretsync"
 	"github.com/keymount/keymount/cluster/synchash"
+	"github.com/keymount/keymount/internal/template"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -65,10 +66,59 @@ func desiredContent(ss *secretsyncv1alpha1.SecretSync, files []*v1alpha1.File) (
 		}
 		c.data[d.TargetKey] = b
 	}
+	if err := renderTemplates(ss, byPath, c.data); err != nil {
+		return nil, err
+	}
 	maps.Copy(c.labels, ss.Spec.SecretObject.Labels)
 	c.labels[secretsyncv1alpha1.LabelSecretSync] = ""
 	maps.Copy(c.annotations, ss.Spec.SecretObject.Annotations)
 	return c, nil
+}
+
+// errTemplate marks a template annotation that is invalid or does not
+// render: the sync fails with ReasonTemplateError.
+var errTemplate = errors.New("template")
+
+// renderTemplates renders the SecretSync's keymount.io/template.<targetKey>
+// annotations from every file the provider returned, into data (a template
+// overrides spec data of the same key). Its errors name the annotation,
+// the line and the missing key, never a value.
+func renderTemplates(ss *secretsyncv1alpha1.SecretSync, byPath map[string][]byte, data map[string][]byte) error {
+	tmpls, err := template.FromAnnotations(ss.Annotations)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errTemplate, err)
+	}
+	out, err := template.RenderAll(tmpls, byPath)
+	if err != nil {
+		return fmt.Errorf("%w: %w (%s)", errTemplate, err, describe(byPath))
+	}
+	maps.Copy(data, out)
+	return nil
+}
+
+// templateTargets are the data keys the SecretSync's template annotations
+// write, and templateTexts the annotations themselves.
+func templateTargets(ss *secretsyncv1alpha1.SecretSync) []string {
+	var out []string
+	for k := range ss.Annotations {
+		if t, ok := strings.CutPrefix(k, template.AnnotationPrefix); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func templateTexts(ss *secretsyncv1alpha1.SecretSync) map[string]string {
+	var out map[string]string
+	for k, v := range ss.Annotations {
+		if strings.HasPrefix(k, template.AnnotationPrefix) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // describe lists the returned file names for a message, at most 20.
@@ -87,13 +137,19 @@ func describe(byPath map[string][]byte) string {
 
 // currentContent is the part of an existing Secret that spec.secretObject
 // describes: its type, the target keys, the labels and annotations the
-// spec names (others' keys are not the controller's business). A key the
+// spec names, and the keys its template annotations write (others' keys
+// are not the controller's business). A key the
 // Secret lacks is left out, so the hash differs.
 func currentContent(ss *secretsyncv1alpha1.SecretSync, s *corev1.Secret) *content {
 	c := &content{typ: s.Type, data: map[string][]byte{}, labels: map[string]string{}, annotations: map[string]string{}}
 	for _, d := range ss.Spec.SecretObject.Data {
 		if b, ok := s.Data[d.TargetKey]; ok {
 			c.data[d.TargetKey] = b
+		}
+	}
+	for _, k := range templateTargets(ss) {
+		if b, ok := s.Data[k]; ok {
+			c.data[k] = b
 		}
 	}
 	pick := func(dst, src, want map[string]string) {
@@ -147,5 +203,6 @@ func hashContent(ss *secretsyncv1alpha1.SecretSync, class *secretsstorev1.Secret
 		ClassUID: string(class.UID), ClassGeneration: class.Generation,
 		SyncUID: string(ss.UID), SyncGeneration: ss.Generation,
 		ForceSynchronization: ss.Spec.ForceSynchronization,
+		Templates:            templateTexts(ss),
 	}
 }

@@ -73,6 +73,9 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, class *secret
 		return nil, newFailure(created, ss1.ReasonProviderError, ResultProvider, ss1.MessageFormatFetchFailed, err)
 	}
 	want, err := desiredContent(ss, resp.GetFiles())
+	if errors.Is(err, errTemplate) {
+		return nil, newFailure(created, ReasonTemplateError, ResultContent, MessageFormatTemplateFailed, err)
+	}
 	if err != nil {
 		return nil, newFailure(created, ss1.ReasonRemoteSecretStoreFetchFailed, ResultContent, ss1.MessageFormatFetchFailed, err)
 	}

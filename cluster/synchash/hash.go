@@ -37,6 +37,11 @@ type Content struct {
 	SyncGeneration int64
 	// ForceSynchronization is the SecretSync's spec.forceSynchronization.
 	ForceSynchronization string
+	// Templates are the SecretSync's template annotations (key → text):
+	// changing one is a new version to sync, although the generation stays.
+	// Left out of the encoding when empty, so hashes without templates are
+	// those of before.
+	Templates map[string]string
 }
 
 // String names the Content's shape, never its values.
@@ -83,6 +88,7 @@ const (
 	tagSyncUID
 	tagSyncGeneration
 	tagForceSynchronization
+	tagTemplates
 )
 
 // encoder writes the canonical encoding into a hash (whose Write never
@@ -117,6 +123,10 @@ func encode(h hash.Hash, c *Content) {
 	e.int(c.SyncGeneration)
 	e.tag(tagForceSynchronization)
 	e.str(c.ForceSynchronization)
+	if len(c.Templates) > 0 {
+		e.tag(tagTemplates)
+		e.strMap(c.Templates)
+	}
 }
 
 func (e *encoder) tag(t byte) {
