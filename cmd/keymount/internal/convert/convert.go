@@ -7,6 +7,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/keymount/keymount/internal/template"
 )
 
 // keymount's annotations the output carries.
@@ -15,7 +17,7 @@ const (
 	annotationInterval = "keymount.io/rotation-interval"
 	// AnnotationTemplatePrefix starts the SecretSync annotation whose value
 	// is the Go template of one Secret key: keymount.io/template.<key>.
-	AnnotationTemplatePrefix = "keymount.io/template."
+	AnnotationTemplatePrefix = template.AnnotationPrefix
 )
 
 // Options are the choices of the command line.

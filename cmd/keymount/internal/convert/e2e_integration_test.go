@@ -8,10 +8,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
+	"text/template"
 	"time"
 
+	"github.com/Masterminds/sprig/v3"
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -38,7 +41,8 @@ const (
 // input is what a team runs with External Secrets: two ESO stores (Secrets
 // Manager and Parameter Store, IRSA through the ServiceAccount "app"), an
 // ExternalSecret of plain values and JSON properties, one of parameters
-// read once, and a KES ExternalSecret.
+// read once, one with templates (mergePolicy Replace), one with a template
+// merged into its data (Merge), and a KES ExternalSecret.
 const input = `apiVersion: external-secrets.io/v1
 kind: SecretStore
 metadata: {name: sm, namespace: team}
@@ -90,6 +94,38 @@ spec:
   data:
   - {secretKey: currency, remoteRef: {key: team/currency}}
 ---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: dsn, namespace: team}
+spec:
+  secretStoreRef: {name: sm}
+  target:
+    template:
+      engineVersion: v2
+      data:
+        dsn: 'postgres://{{ .username }}:{{ .password }}@{{ .host }}:{{ .port }}/app?sslmode=require'
+        auth: '{{ printf "%s:%s" .username .password | b64enc }}'
+        user: '{{ .username | upper }}'
+        static: admin
+  data:
+  - {secretKey: username, remoteRef: {key: team/db, property: username}}
+  - {secretKey: password, remoteRef: {key: team/db, property: password}}
+  - {secretKey: host, remoteRef: {key: team/db, property: database.host}}
+  - {secretKey: port, remoteRef: {key: team/db, property: port}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: bearer, namespace: team}
+spec:
+  secretStoreRef: {name: sm}
+  target:
+    template:
+      mergePolicy: Merge
+      data:
+        header: 'Bearer {{ .token | trim }}'
+  data:
+  - {secretKey: token, remoteRef: {key: team/api-token}}
+---
 apiVersion: kubernetes-client.io/v1
 kind: ExternalSecret
 metadata: {name: legacy, namespace: team}
@@ -139,8 +175,9 @@ func esoValue(t *testing.T, value, property string) []byte {
 // the objects keymount convert writes for ESO's and KES's ExternalSecrets,
 // applied to a real API server, make keymount-controller with the AWS
 // provider (against moto_server) write Secrets whose data is byte for byte
-// what External Secrets would have written from the same store values, with
-// the same name, type, labels and annotations.
+// what External Secrets would have written from the same store values
+// (plain values, JSON properties, templates), with the same name, type,
+// labels and annotations.
 func TestConvertedSecretsMatchExternalSecrets(t *testing.T) {
 	endpoint := awstest.StartMoto(t)
 	values := seedStore(t, endpoint)
@@ -174,6 +211,22 @@ func TestConvertedSecretsMatchExternalSecrets(t *testing.T) {
 				"cloud-region": esoValue(t, db, "cloud-region"),
 			}},
 		"settings": {typ: corev1.SecretTypeOpaque, data: map[string][]byte{"currency": []byte(values["/prod/team/currency"])}},
+		// ESO's templates (engine v2: Go text/template with sprig's
+		// functions over the data keys' values): mergePolicy Replace keeps
+		// only the templated keys, Merge the data keys too.
+		"dsn": {typ: corev1.SecretTypeOpaque, data: esoTemplate(t, map[string]string{
+			"username": string(esoValue(t, db, "username")), "password": string(esoValue(t, db, "password")),
+			"host": string(esoValue(t, db, "database.host")), "port": string(esoValue(t, db, "port")),
+		}, map[string]string{
+			"dsn":    `postgres://{{ .username }}:{{ .password }}@{{ .host }}:{{ .port }}/app?sslmode=require`,
+			"auth":   `{{ printf "%s:%s" .username .password | b64enc }}`,
+			"user":   `{{ .username | upper }}`,
+			"static": `admin`,
+		})},
+		"bearer": {typ: corev1.SecretTypeOpaque, data: merge(
+			map[string][]byte{"token": []byte(values["team/api-token"])},
+			esoTemplate(t, map[string]string{"token": values["team/api-token"]}, map[string]string{"header": `Bearer {{ .token | trim }}`}),
+		)},
 		// KES: JSON.parse(value)[property], and the value as it is.
 		"legacy": {typ: corev1.SecretTypeOpaque, data: map[string][]byte{
 			"password": esoValue(t, db, "password"), "token": []byte(values["team/api-token"]),
@@ -183,6 +236,33 @@ func TestConvertedSecretsMatchExternalSecrets(t *testing.T) {
 		got := waitSecret(t, cl, name)
 		w.check(t, got)
 	}
+}
+
+// esoTemplate renders templates as ESO's engine v2 does: text/template
+// with sprig's functions, dot the data keys' values.
+func esoTemplate(t *testing.T, data, templates map[string]string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for key, text := range templates {
+		tmpl, err := template.New(key).Option("missingkey=error").Funcs(sprig.TxtFuncMap()).Parse(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := tmpl.Execute(&b, data); err != nil {
+			t.Fatal(err)
+		}
+		out[key] = b.Bytes()
+	}
+	return out
+}
+
+func merge(ms ...map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
 }
 
 // seedStore puts the store values into moto and returns them by name.
@@ -234,8 +314,8 @@ func applyAll(t *testing.T, cl *cluster, out []byte) {
 		}
 		n++
 	}
-	if n != 6 {
-		t.Fatalf("applied %d objects, want 6 (a class and a SecretSync per ExternalSecret)", n)
+	if n != 10 {
+		t.Fatalf("applied %d objects, want 10 (a class and a SecretSync per ExternalSecret)", n)
 	}
 }
 
