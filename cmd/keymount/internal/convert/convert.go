@@ -71,8 +71,33 @@ func Convert(inputs []Input, opts Options) (*Result, error) {
 			res.conversions = append(res.conversions, c)
 		}
 	}
+	cv.checkNames(res.conversions)
 	res.Issues = dedupe(cv.issues)
 	return res, nil
+}
+
+// checkNames reports two ExternalSecrets that would write the same class or
+// the same SecretSync (the same Secret); the later one is not written.
+func (cv *converter) checkNames(list []*conversion) {
+	classes, syncs := map[string]string{}, map[string]string{}
+	for _, c := range list {
+		if !c.writable {
+			continue
+		}
+		is := cv.issuesFor(c.source)
+		class, sync := objectName(c.namespace, c.className), objectName(c.namespace, c.syncName)
+		if prev, ok := classes[class]; ok {
+			is.unsupported("metadata.name", "the SecretProviderClass %s is also %s's; rename one ExternalSecret", class, prev)
+			c.writable = false
+		}
+		if prev, ok := syncs[sync]; ok {
+			is.unsupported("spec.target.name", "the Secret %s is also written by %s; External Secrets would have them fight over it", sync, prev)
+			c.writable = false
+		}
+		if c.writable {
+			classes[class], syncs[sync] = c.source, c.source
+		}
+	}
 }
 
 // convertDocument converts one document, nil for stores and objects that
@@ -135,8 +160,20 @@ func (cv *converter) finish(c *conversion) {
 	if len(c.keys) == 0 {
 		is.unsupported("spec.data", "no key could be converted; the SecretSync needs at least one")
 	}
+	for _, m := range []map[string]string{c.labels, c.annotations} {
+		for _, k := range sortedKeys(m) {
+			if strings.HasPrefix(k, reservedPrefix) {
+				is.unsupported("", "the Secret's label or annotation %s: the SecretSync CRD reserves keys starting with %s for the controller", k, reservedPrefix)
+				delete(m, k)
+			}
+		}
+	}
 	checkClass(is, c)
 }
+
+// reservedPrefix starts the Secret labels and annotations a SecretSync may
+// not ask for.
+const reservedPrefix = "secrets-store.sync.x-k8s.io"
 
 // parseDuration parses a Kubernetes duration as metav1.Duration does.
 func parseDuration(s string) (time.Duration, error) {
