@@ -43,7 +43,7 @@ func TestConvertCommand(t *testing.T) {
 			stdout: golden("kes-unsupported.golden"),
 			stderr: []string{"keymount: ExternalSecret default/parameters-by-path (kubernetes-client.io/v1): spec.data[1].path: not supported: "}},
 		{name: "KES without a ServiceAccount", args: []string{"convert", "-f", convertTestdata + "kes-secretsmanager.yaml"}, code: exitError,
-			stderr: []string{`keymount: ExternalSecret default/hello-service (kubernetes-client.io/v1): not supported: no ServiceAccount: `}},
+			stderr: []string{`keymount: ExternalSecret default/hello-service (kubernetes-client.io/v1): not supported: no ServiceAccount to read as: `}},
 		{name: "no input", args: []string{"convert"}, code: exitUsage, stderr: []string{"keymount: convert: no input; pass -f FILE, or -f - to read stdin"}},
 		{name: "stdin twice", args: []string{"convert", "-f", "-", "-f", "-"}, code: exitUsage, stderr: []string{"stdin) given twice"}},
 		{name: "missing file", args: []string{"convert", "-f", "/nonexistent/es.yaml"}, code: exitError, stderr: []string{"keymount: convert: open /nonexistent/es.yaml: no such file or directory"}},

@@ -155,7 +155,7 @@ func (cv *converter) finish(c *conversion) {
 	is := cv.issuesFor(c.source)
 	c.writable = c.serviceAccount != "" && len(c.keys) > 0 && len(c.objects) > 0
 	if c.serviceAccount == "" {
-		is.unsupported("", "no ServiceAccount: External Secrets read with its controller's identity here; keymount reads as a ServiceAccount of namespace %q with IRSA or Pod Identity: give one the role and pass --service-account NAME", c.namespace)
+		is.unsupported("", "no ServiceAccount to read as: keymount reads as a ServiceAccount of the SecretSync's namespace %q (IRSA or Pod Identity), not as External Secrets' controller or its static keys; give one the role and pass --service-account NAME", c.namespace)
 	}
 	if len(c.keys) == 0 {
 		is.unsupported("spec.data", "no key could be converted; the SecretSync needs at least one")
