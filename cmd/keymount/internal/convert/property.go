@@ -28,6 +28,9 @@ func gjsonToJMESPath(is issues, path, property string) (string, bool) {
 		}
 		out[i] = quoteIdentifier(f)
 	}
+	if len(fields) > 1 {
+		is.note(path, "%q: ESO reads a top-level key of that exact name first when the value has one; keymount reads the nested path %s", property, strings.Join(out, "."))
+	}
 	return strings.Join(out, "."), true
 }
 
