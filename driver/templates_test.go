@@ -76,6 +76,14 @@ func TestPublishTemplateFile(t *testing.T) {
 		t.Errorf("config.yaml after a refresh = %q, want the new password", got)
 	}
 
+	checkTemplateFailures(t, n, target)
+}
+
+// checkTemplateFailures: after a good publish of target, a template that
+// stops rendering keeps its files on a refresh; a new volume's first
+// publish fails with InvalidArgument; so does an invalid file name.
+func checkTemplateFailures(t *testing.T, n *testNode, target string) {
+	t.Helper()
 	n.setClass(t, "config.yaml", "user: {{ .user }}\nport: {{ .port }}\n")
 	n.provider.files[1].Contents = []byte("pw3")
 	if err := n.publish(t, target); err != nil {
