@@ -79,6 +79,7 @@ spec:
         annotations: {team.example/owner: payments}
   data:
   - {secretKey: api-token, remoteRef: {key: team/api-token}}
+  - {secretKey: previous-token, remoteRef: {key: team/api-token, version: AWSPREVIOUS}}
   - {secretKey: username, remoteRef: {key: team/db, property: username}}
   - {secretKey: password, remoteRef: {key: team/db, property: password}}
   - {secretKey: port, remoteRef: {key: team/db, property: port}}
@@ -93,6 +94,7 @@ spec:
   secretStoreRef: {name: params}
   data:
   - {secretKey: currency, remoteRef: {key: team/currency}}
+  - {secretKey: first-currency, remoteRef: {key: team/currency, version: "1"}}
 ---
 apiVersion: external-secrets.io/v1
 kind: ExternalSecret
@@ -205,14 +207,17 @@ func TestConvertedSecretsMatchExternalSecrets(t *testing.T) {
 		"app-db-credentials": {typ: corev1.SecretTypeOpaque, labels: map[string]string{"app": "web"},
 			annotations: map[string]string{"team.example/owner": "payments"},
 			data: map[string][]byte{
-				"api-token":    esoValue(t, values["team/api-token"], ""),
-				"username":     esoValue(t, db, "username"),
-				"password":     esoValue(t, db, "password"),
-				"port":         esoValue(t, db, "port"),
-				"db-host":      esoValue(t, db, "database.host"),
-				"cloud-region": esoValue(t, db, "cloud-region"),
+				"api-token":      esoValue(t, values["team/api-token"], ""),
+				"previous-token": []byte(values["team/api-token@AWSPREVIOUS"]),
+				"username":       esoValue(t, db, "username"),
+				"password":       esoValue(t, db, "password"),
+				"port":           esoValue(t, db, "port"),
+				"db-host":        esoValue(t, db, "database.host"),
+				"cloud-region":   esoValue(t, db, "cloud-region"),
 			}},
-		"settings": {typ: corev1.SecretTypeOpaque, data: map[string][]byte{"currency": []byte(values["/prod/team/currency"])}},
+		"settings": {typ: corev1.SecretTypeOpaque, data: map[string][]byte{
+			"currency": []byte(values["/prod/team/currency"]), "first-currency": []byte(values["/prod/team/currency:1"]),
+		}},
 		// ESO's templates (engine v2: Go text/template with sprig's
 		// functions over the data keys' values): mergePolicy Replace keeps
 		// only the templated keys, Merge the data keys too.
@@ -281,18 +286,28 @@ func seedStore(t *testing.T, endpoint string) map[string]string {
 		t.Fatal(err)
 	}
 	values := map[string]string{
-		"team/db":             string(db),
-		"team/api-token":      "tok-" + randomHex(t) + "\n", // a trailing newline is kept
-		"/prod/team/currency": "EUR-" + randomHex(t),
+		"team/db":                    string(db),
+		"team/api-token@AWSPREVIOUS": "tok-" + randomHex(t),
+		"team/api-token":             "tok-" + randomHex(t) + "\n", // a trailing newline is kept
+		"/prod/team/currency:1":      "USD-" + randomHex(t),
+		"/prod/team/currency":        "EUR-" + randomHex(t),
 	}
-	for _, name := range []string{"team/db", "team/api-token"} {
-		if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: awssdk.String(name), SecretString: awssdk.String(values[name])}); err != nil {
-			t.Fatalf("moto: CreateSecret %s: %v", name, err)
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: awssdk.String("team/db"), SecretString: awssdk.String(values["team/db"])}); err != nil {
+		t.Fatalf("moto: CreateSecret team/db: %v", err)
+	}
+	// Two versions: the first becomes AWSPREVIOUS.
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: awssdk.String("team/api-token"), SecretString: awssdk.String(values["team/api-token@AWSPREVIOUS"])}); err != nil {
+		t.Fatalf("moto: CreateSecret team/api-token: %v", err)
+	}
+	if _, err := sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: awssdk.String("team/api-token"), SecretString: awssdk.String(values["team/api-token"])}); err != nil {
+		t.Fatalf("moto: PutSecretValue team/api-token: %v", err)
+	}
+	// Two parameter versions: 1, then the current 2.
+	for _, v := range []string{values["/prod/team/currency:1"], values["/prod/team/currency"]} {
+		if _, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: awssdk.String("/prod/team/currency"),
+			Value: awssdk.String(v), Type: ssmtypes.ParameterTypeSecureString, Overwrite: awssdk.Bool(true)}); err != nil {
+			t.Fatalf("moto: PutParameter: %v", err)
 		}
-	}
-	if _, err := ps.PutParameter(ctx, &ssm.PutParameterInput{Name: awssdk.String("/prod/team/currency"),
-		Value: awssdk.String(values["/prod/team/currency"]), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
-		t.Fatalf("moto: PutParameter: %v", err)
 	}
 	return values
 }
