@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// TestBinary builds keymount and runs mount and unmount as processes, as a
-// user (and hack/demo.sh) does.
+// TestBinary builds keymount and runs mount, unmount and convert (reading
+// stdin) as processes, as a user (and hack/demo.sh) does.
 func TestBinary(t *testing.T) {
 	e := newEnv(t, demoClass)
 	goBin, err := exec.LookPath("go")
@@ -52,5 +52,19 @@ func TestBinary(t *testing.T) {
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitCode() != exitError || !strings.HasPrefix(out, "keymount: read class file") {
 		t.Errorf("mount of a missing class file: %v, output %q; want exit 1 and a clear message", err, out)
+	}
+
+	// keymount convert -f - reads the process's stdin.
+	in, err := os.Open(convertTestdata + "eso-template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = in.Close() }()
+	convertCmd := exec.CommandContext(t.Context(), bin, "convert", "-f", "-")
+	convertCmd.Stdin = in
+	got, err := convertCmd.Output()
+	want, rerr := os.ReadFile(convertTestdata + "eso-template.golden")
+	if err != nil || rerr != nil || string(got) != string(want) {
+		t.Errorf("keymount convert -f - < eso-template.yaml: %v, %v; output:\n%s\nwant the golden output", err, rerr, got)
 	}
 }

@@ -32,6 +32,7 @@ Usage:
 Commands:
   mount     mount a class's secrets into a directory (a private tmpfs)
   unmount   unmount a directory mounted by "keymount mount"
+  convert   convert External Secrets manifests into a SecretProviderClass and a SecretSync
   version   print the version
   help      print this help, or a command's flags: keymount help mount
 
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = mountCommand(ctx, rest, stdout, stderr)
 	case "unmount":
 		err = unmountCommand(ctx, rest, stdout, stderr)
+	case "convert":
+		err = convertCommand(rest, os.Stdin, stdout, stderr)
 	case "version":
 		err = versionCommand(rest, stdout)
 	case "help", "-h", "-help", "--help":
@@ -111,6 +114,8 @@ func helpCommand(args []string, stdout io.Writer) error {
 		newMountFlags(&mountConfig{}, stdout).Usage()
 	case len(args) == 1 && args[0] == "unmount":
 		newUnmountFlags(&unmountConfig{}, stdout).Usage()
+	case len(args) == 1 && args[0] == "convert":
+		newConvertFlags(&convertConfig{}, stdout).Usage()
 	default:
 		return usageErrorf("help: unknown command %q", args[0])
 	}

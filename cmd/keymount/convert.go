@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/keymount/keymount/cmd/keymount/internal/convert"
+)
+
+// convertConfig is every flag of "keymount convert".
+type convertConfig struct {
+	files          fileList
+	output         string
+	partial        bool
+	serviceAccount string
+}
+
+// fileList is a repeatable -f.
+type fileList []string
+
+func (f *fileList) String() string     { return strings.Join(*f, ",") }
+func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
+
+// errConvertIncomplete: the input holds what the output cannot express.
+var errConvertIncomplete = errors.New("convert: the input holds fields keymount cannot express (listed above); fix them, or pass --partial to write the rest")
+
+func newConvertFlags(cfg *convertConfig, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("keymount convert", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Var(&cfg.files, "f", "a `file` of ExternalSecrets and their SecretStores or ClusterSecretStores (multi-document YAML); - reads stdin; repeat for more files")
+	fs.Var(&cfg.files, "filename", "same as -f")
+	fs.StringVar(&cfg.output, "o", "", "write the output to this `file` instead of stdout")
+	fs.StringVar(&cfg.output, "output", "", "same as -o")
+	fs.BoolVar(&cfg.partial, "partial", false, "write what can be converted even when some fields cannot (they are still listed on stderr), and exit 0")
+	fs.StringVar(&cfg.serviceAccount, "service-account", "", "the SecretSync's serviceAccountName where the input names none (Kubernetes External Secrets; a store without jwt auth)")
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(fs.Output(), `Usage: keymount convert -f FILE [-f FILE...] [flags]
+
+Converts External Secrets Operator ExternalSecrets (external-secrets.io/v1,
+with their SecretStore or ClusterSecretStore of provider aws) and Kubernetes
+External Secrets ExternalSecrets (kubernetes-client.io/v1, backends
+secretsManager and systemManager) into a SecretProviderClass (provider aws)
+and a SecretSync each, which write the same Secret. Whatever cannot be
+expressed is listed on stderr with its field path, and keymount exits 1
+without output unless --partial is given. Nothing is sent to a cluster.
+
+Flags:
+`)
+		printFlags(fs)
+	}
+	return fs
+}
+
+// convertCommand runs "keymount convert".
+func convertCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cfg := &convertConfig{}
+	fs := newConvertFlags(cfg, stderr)
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg.files = append(cfg.files, rest...)
+	if len(cfg.files) == 0 {
+		return usageErrorf("convert: no input; pass -f FILE, or -f - to read stdin")
+	}
+	inputs, closeAll, err := openInputs(cfg.files, stdin)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	res, err := convert.Convert(inputs, convert.Options{ServiceAccount: cfg.serviceAccount})
+	if err != nil {
+		return err
+	}
+	fatal := 0
+	for _, is := range res.Issues {
+		prefix := "keymount: "
+		if is.Note {
+			prefix = "keymount: note: "
+		} else {
+			fatal++
+		}
+		_, _ = fmt.Fprintln(stderr, prefix+is.String())
+	}
+	if fatal > 0 && !cfg.partial {
+		return errConvertIncomplete
+	}
+	var buf bytes.Buffer
+	if err := res.Write(&buf); err != nil {
+		return err
+	}
+	if cfg.output == "" {
+		_, err = stdout.Write(buf.Bytes())
+		return err
+	}
+	return os.WriteFile(cfg.output, buf.Bytes(), 0o644) //nolint:gosec // G306: manifests, no secret values.
+}
+
+// openInputs opens every file; "-" is stdin, read once.
+func openInputs(files []string, stdin io.Reader) ([]convert.Input, func(), error) {
+	var inputs []convert.Input
+	var opened []*os.File
+	closeAll := func() {
+		for _, f := range opened {
+			_ = f.Close()
+		}
+	}
+	usedStdin := false
+	for _, name := range files {
+		if name == "-" {
+			if usedStdin {
+				closeAll()
+				return nil, nil, usageErrorf("convert: -f - (stdin) given twice")
+			}
+			usedStdin = true
+			inputs = append(inputs, convert.Input{Name: "stdin", R: stdin})
+			continue
+		}
+		f, err := os.Open(name) //nolint:gosec // G703: the user names the files to read on the command line.
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("convert: %w", err)
+		}
+		opened = append(opened, f)
+		inputs = append(inputs, convert.Input{Name: name, R: f})
+	}
+	return inputs, closeAll, nil
+}

@@ -1,0 +1,197 @@
+package convert
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/keymount/keymount/internal/template"
+)
+
+// keymount's annotations the output carries.
+const (
+	annotationPolicy   = "keymount.io/rotation-policy"
+	annotationInterval = "keymount.io/rotation-interval"
+	// AnnotationTemplatePrefix starts the SecretSync annotation whose value
+	// is the Go template of one Secret key: keymount.io/template.<key>.
+	AnnotationTemplatePrefix = template.AnnotationPrefix
+)
+
+// Options are the choices of the command line.
+type Options struct {
+	// ServiceAccount is the SecretSync's serviceAccountName where the input
+	// names none (KES; an ESO store without jwt auth).
+	ServiceAccount string
+}
+
+// Result is the outcome of a conversion.
+type Result struct {
+	// conversions in input order; those with issues included (a partial
+	// output leaves out what the issues name).
+	conversions []*conversion
+	// Issues in input order, each once.
+	Issues []Issue
+}
+
+// Converted is the number of ExternalSecrets converted (fully or not).
+func (r *Result) Converted() int { return len(r.conversions) }
+
+// converter holds one run.
+type converter struct {
+	opts   Options
+	stores map[string]*document
+	issues []Issue
+	dummy  []Issue
+}
+
+// Convert reads every ExternalSecret of the inputs (with the stores the
+// inputs hold) and converts it. An error is an input that cannot be read at
+// all; what cannot be expressed is in Result.Issues.
+func Convert(inputs []Input, opts Options) (*Result, error) {
+	docs, err := readDocuments(inputs)
+	if err != nil {
+		return nil, err
+	}
+	cv := &converter{opts: opts, stores: map[string]*document{}}
+	for i := range docs {
+		d := &docs[i]
+		if d.apiVersion == esoVersion && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore") {
+			meta := field(d.fields, "metadata")
+			ns := str(cv.noIssues(), "", meta, "namespace")
+			cv.stores[storeKey(d.kind, ns, str(cv.noIssues(), "", meta, "name"))] = d
+		}
+	}
+	res := &Result{}
+	for i := range docs {
+		if c := cv.convertDocument(&docs[i]); c != nil {
+			cv.finish(c)
+			res.conversions = append(res.conversions, c)
+		}
+	}
+	cv.checkNames(res.conversions)
+	res.Issues = dedupe(cv.issues)
+	return res, nil
+}
+
+// checkNames reports two ExternalSecrets that would write the same class or
+// the same SecretSync (the same Secret); the later one is not written.
+func (cv *converter) checkNames(list []*conversion) {
+	classes, syncs := map[string]string{}, map[string]string{}
+	for _, c := range list {
+		if !c.writable {
+			continue
+		}
+		is := cv.issuesFor(c.source)
+		class, sync := objectName(c.namespace, c.className), objectName(c.namespace, c.syncName)
+		if prev, ok := classes[class]; ok {
+			is.unsupported("metadata.name", "the SecretProviderClass %s is also %s's; rename one ExternalSecret", class, prev)
+			c.writable = false
+		}
+		if prev, ok := syncs[sync]; ok {
+			is.unsupported("spec.target.name", "the Secret %s is also written by %s; External Secrets would have them fight over it", sync, prev)
+			c.writable = false
+		}
+		if c.writable {
+			classes[class], syncs[sync] = c.source, c.source
+		}
+	}
+}
+
+// convertDocument converts one document, nil for stores and objects that
+// are not ExternalSecrets.
+func (cv *converter) convertDocument(d *document) *conversion {
+	group, _, _ := strings.Cut(d.apiVersion, "/")
+	switch {
+	case d.apiVersion == esoVersion && d.kind == "ExternalSecret":
+		return cv.convertESO(d)
+	case d.apiVersion == kesVersion && d.kind == "ExternalSecret":
+		return cv.convertKES(d)
+	case d.apiVersion == esoVersion && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore"):
+		return nil
+	case group == esoGroup || strings.HasSuffix(group, "."+esoGroup) || group == "kubernetes-client.io":
+		is := cv.issuesFor(d.where)
+		is.unsupported("", "%s %s: keymount convert reads %s ExternalSecret, SecretStore and ClusterSecretStore, and %s ExternalSecret", d.apiVersion, d.kind, esoVersion, kesVersion)
+	default:
+		is := cv.issuesFor(d.where)
+		is.note("", "ignored: %s %s is not an External Secrets object", d.apiVersion, d.kind)
+	}
+	return nil
+}
+
+func (cv *converter) issuesFor(object string) issues {
+	return issues{object: object, list: &cv.issues}
+}
+
+// noIssues discards what it is told: for metadata that names the object
+// before its issues have a name.
+func (cv *converter) noIssues() issues {
+	return issues{list: &cv.dummy}
+}
+
+// secretKeyPattern is the SecretSync CRD's pattern of sourcePath and
+// targetKey.
+var secretKeyPattern = regexp.MustCompile(`^[A-Za-z0-9.]([-A-Za-z0-9]+([-._a-zA-Z0-9]?[A-Za-z0-9])*)?(\/([0-9]+))*$`)
+
+func validKey(k string) bool { return len(k) <= 253 && secretKeyPattern.MatchString(k) }
+
+// checkKey checks a Secret key of the input: one a SecretSync accepts, once.
+func (cv *converter) checkKey(is issues, path string, c *conversion, key string) bool {
+	if !validKey(key) {
+		is.unsupported(path, "the key %q is not one a SecretSync accepts (letters, digits, '-', '.', '_' not at either end)", key)
+		return false
+	}
+	if slices.ContainsFunc(c.keys, func(k secretKey) bool { return k.targetKey == key }) {
+		is.unsupported(path, "the key %q is listed twice; keep one", key)
+		return false
+	}
+	return true
+}
+
+// finish checks what every conversion needs.
+func (cv *converter) finish(c *conversion) {
+	is := cv.issuesFor(c.source)
+	c.writable = c.serviceAccount != "" && len(c.keys) > 0 && len(c.objects) > 0
+	if c.serviceAccount == "" {
+		is.unsupported("", "no ServiceAccount to read as: keymount reads as a ServiceAccount of the SecretSync's namespace %q (IRSA or Pod Identity), not as External Secrets' controller or its static keys; give one the role and pass --service-account NAME", c.namespace)
+	}
+	if len(c.keys) == 0 {
+		is.unsupported("spec.data", "no key could be converted; the SecretSync needs at least one")
+	}
+	for _, m := range []map[string]string{c.labels, c.annotations} {
+		for _, k := range sortedKeys(m) {
+			if strings.HasPrefix(k, reservedPrefix) {
+				is.unsupported("", "the Secret's label or annotation %s: the SecretSync CRD reserves keys starting with %s for the controller", k, reservedPrefix)
+				delete(m, k)
+			}
+		}
+	}
+	checkClass(is, c)
+}
+
+// reservedPrefix starts the Secret labels and annotations a SecretSync may
+// not ask for.
+const reservedPrefix = "secrets-store.sync.x-k8s.io"
+
+// parseDuration parses a Kubernetes duration as metav1.Duration does.
+func parseDuration(s string) (time.Duration, error) {
+	var d metav1.Duration
+	if err := d.UnmarshalJSON([]byte(`"` + s + `"`)); err != nil {
+		return 0, err
+	}
+	return d.Duration, nil
+}
+
+func dedupe(list []Issue) []Issue {
+	seen := map[Issue]bool{}
+	out := list[:0:0]
+	for _, i := range list {
+		if !seen[i] {
+			seen[i] = true
+			out = append(out, i)
+		}
+	}
+	return out
+}

@@ -1,0 +1,206 @@
+package convert
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/keymount/keymount/provider/aws/spec"
+)
+
+// Fields of an ESO ExternalSecret that keymount convert reads.
+var (
+	esoSpecFields     = []string{"secretStoreRef", "target", "refreshInterval", "refreshPolicy", "data", "dataFrom"}
+	esoTargetFields   = []string{"name", "creationPolicy", "deletionPolicy", "template", "immutable"}
+	esoTemplateFields = []string{"type", "engineVersion", "metadata", "data", "templateFrom", "mergePolicy"}
+	esoDataFields     = []string{"secretKey", "remoteRef", "sourceRef"}
+	esoRemoteRefs     = []string{"key", "property", "version", "conversionStrategy", "decodingStrategy", "metadataPolicy", "nullBytePolicy"}
+)
+
+// esoDefaultRefresh is ESO's refreshInterval when the field is not set.
+const esoDefaultRefresh = "1h"
+
+// convertESO converts an external-secrets.io/v1 ExternalSecret.
+func (cv *converter) convertESO(d *document) *conversion {
+	meta := field(d.fields, "metadata")
+	ns, name := str(cv.noIssues(), "", meta, "namespace"), str(cv.noIssues(), "", meta, "name")
+	is := cv.issuesFor("ExternalSecret " + objectName(ns, name))
+	specFields := field(d.fields, "spec")
+	unknownFields(is, "spec", specFields, esoSpecFields...)
+	c := &conversion{source: is.object, namespace: ns, className: name, syncName: name}
+	st := cv.esoStore(is, ns, field(specFields, "secretStoreRef"))
+	if st == nil {
+		return nil
+	}
+	c.region, c.serviceAccount = st.region, st.serviceAccount
+	if c.serviceAccount == "" {
+		c.serviceAccount = cv.opts.ServiceAccount
+	}
+	cv.esoTarget(is, c, field(specFields, "target"))
+	c.syncAnnotations = esoRefresh(is, specFields)
+	for i, e := range items(specFields, "data") {
+		cv.esoData(is, c, st, index("spec.data", i), e)
+	}
+	for i, e := range items(specFields, "dataFrom") {
+		esoDataFrom(is, index("spec.dataFrom", i), e)
+	}
+	tmpl := field(field(specFields, "target"), "template")
+	esoTemplate(is, c, "spec.target.template", tmpl)
+	return c
+}
+
+// esoTarget reads spec.target: the Secret's name, type and metadata.
+func (cv *converter) esoTarget(is issues, c *conversion, t map[string]any) {
+	const path = "spec.target"
+	unknownFields(is, path, t, esoTargetFields...)
+	if n := str(is, path, t, "name"); n != "" {
+		c.syncName = n
+	}
+	if p := str(is, path, t, "creationPolicy"); p != "" && p != "Owner" {
+		is.unsupported(path+".creationPolicy", "%q: keymount's SecretSync always owns the Secret it writes (as Owner); hand an existing Secret over or delete it first", p)
+	}
+	if p := str(is, path, t, "deletionPolicy"); p != "" && p != "Retain" {
+		is.unsupported(path+".deletionPolicy", "%q: keymount keeps the Secret as it was when the store value is gone (as Retain)", p)
+	}
+	if v, ok := t["immutable"].(bool); ok && v {
+		is.unsupported(path+".immutable", "keymount writes mutable Secrets")
+	}
+	tmpl := field(t, "template")
+	tpath := path + ".template"
+	unknownFields(is, tpath, tmpl, esoTemplateFields...)
+	c.secretType = str(is, tpath, tmpl, "type")
+	md := field(tmpl, "metadata")
+	unknownFields(is, tpath+".metadata", md, "labels", "annotations")
+	c.labels = strMap(is, tpath+".metadata", md, "labels")
+	c.annotations = strMap(is, tpath+".metadata", md, "annotations")
+}
+
+// esoRefresh maps refreshPolicy and refreshInterval to keymount's refresh
+// annotations.
+func esoRefresh(is issues, s map[string]any) map[string]string {
+	policy := str(is, "spec", s, "refreshPolicy")
+	interval := esoDefaultRefresh
+	if v, ok := s["refreshInterval"]; ok && v != nil {
+		interval = str(is, "spec", s, "refreshInterval")
+	}
+	switch policy {
+	case "CreatedOnce":
+		return createdOnce()
+	case "OnChange":
+		return map[string]string{annotationPolicy: "OnDemand"}
+	case "", "Periodic":
+	default:
+		is.unsupported("spec.refreshPolicy", "%q is not Periodic, CreatedOnce or OnChange", policy)
+		return nil
+	}
+	zero, err := isZeroDuration(interval)
+	switch {
+	case err != nil:
+		is.invalid("spec.refreshInterval", "%q is not a duration like \"1h\" or \"15m\": %v", interval, err)
+		return nil
+	case zero:
+		return createdOnce()
+	}
+	return map[string]string{annotationPolicy: "Periodic", annotationInterval: interval}
+}
+
+// esoData converts one spec.data entry into a Secret key.
+func (cv *converter) esoData(is issues, c *conversion, st *esoStoreInfo, path string, e map[string]any) {
+	unknownFields(is, path, e, esoDataFields...)
+	if _, ok := e["sourceRef"]; ok {
+		is.unsupported(path+".sourceRef", "a per-key store or generator; keymount reads every key of a SecretSync through its one class")
+		return
+	}
+	key := str(is, path, e, "secretKey")
+	ref := field(e, "remoteRef")
+	rpath := path + ".remoteRef"
+	unknownFields(is, rpath, ref, esoRemoteRefs...)
+	esoStrategies(is, rpath, ref)
+	remote := str(is, rpath, ref, "key")
+	if key == "" || remote == "" {
+		is.invalid(path, "secretKey and remoteRef.key are required")
+		return
+	}
+	r := storeRef{typ: st.service, name: st.prefix + remote}
+	remoteVersion(&r, str(is, rpath, ref, "version"))
+	if prop := str(is, rpath, ref, "property"); prop != "" {
+		jp, ok := gjsonToJMESPath(is, rpath+".property", prop)
+		if !ok {
+			return
+		}
+		r.jmesPath = jp
+	}
+	if !cv.checkKey(is, path+".secretKey", c, key) {
+		return
+	}
+	c.addRef(key, r)
+	c.keys = append(c.keys, secretKey{targetKey: key, sourcePath: key})
+}
+
+// remoteVersion maps remoteRef.version: for Secrets Manager "uuid/<id>" is a
+// version ID and anything else a staging label, as ESO reads it; for
+// Parameter Store a number is a version and anything else a label.
+func remoteVersion(r *storeRef, v string) {
+	switch {
+	case v == "":
+	case r.typ == spec.SecretsManager && strings.HasPrefix(v, "uuid/"):
+		r.version = strings.TrimPrefix(v, "uuid/")
+	case r.typ == spec.SecretsManager:
+		r.versionLabel = v
+	case isDigits(v):
+		r.version = v
+	default:
+		r.versionLabel = v
+	}
+}
+
+// esoStrategies refuses the remoteRef options that change the value.
+func esoStrategies(is issues, path string, ref map[string]any) {
+	defaults := map[string][]string{
+		"conversionStrategy": {"Default"},
+		"decodingStrategy":   {"None"},
+		"metadataPolicy":     {"None"},
+		"nullBytePolicy":     {"Ignore"},
+	}
+	for _, k := range sortedKeys(defaults) {
+		if v := str(is, path, ref, k); v != "" && v != defaults[k][0] {
+			is.unsupported(path+"."+k, "%q: keymount writes the store value as it is", v)
+		}
+	}
+}
+
+// esoDataFrom reports a spec.dataFrom entry: keymount lists every key.
+func esoDataFrom(is issues, path string, e map[string]any) {
+	for _, k := range sortedKeys(e) {
+		switch k {
+		case "extract":
+			is.unsupported(path+".extract", "every field of a JSON value as its own key; list each field in spec.data with remoteRef.property instead")
+		case "find":
+			is.unsupported(path+".find", "values found by name or tags; list each value in spec.data instead")
+		default:
+			is.unsupported(path+"."+k, "keymount lists every key of the Secret explicitly")
+		}
+	}
+	if len(e) == 0 {
+		is.unsupported(path, "keymount lists every key of the Secret explicitly")
+	}
+}
+
+func createdOnce() map[string]string {
+	return map[string]string{annotationPolicy: "CreatedOnce"}
+}
+
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// isZeroDuration parses a Kubernetes duration ("1h", "0", "0s").
+func isZeroDuration(s string) (bool, error) {
+	d, err := parseDuration(s)
+	if err != nil {
+		return false, err
+	}
+	if d < 0 {
+		return false, fmt.Errorf("negative")
+	}
+	return d == 0, nil
+}

@@ -1,0 +1,178 @@
+//go:build integration
+
+package convert_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/keymount/keymount/cluster/syncctl"
+	"github.com/keymount/keymount/cluster/synchash"
+	"github.com/keymount/keymount/cluster/tokens"
+	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/internal/satoken"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/provider/aws"
+	"github.com/keymount/keymount/provider/aws/identity"
+	"github.com/keymount/keymount/provider/aws/kubeclient"
+	"github.com/keymount/keymount/provider/aws/noderegion"
+	"github.com/keymount/keymount/provider/aws/store"
+	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/k8senv"
+)
+
+const (
+	// stsAudience is the audience of the IRSA token the controller mints.
+	stsAudience = "sts.amazonaws.com"
+	// roleARN is the IRSA role of the ServiceAccount (moto accepts any).
+	roleARN      = "arn:aws:iam::123456789012:role/app"
+	controllerNS = "keymount-system"
+)
+
+// cluster is a real API server with keymount's CRDs, keymount's AWS
+// provider (the code keymount-provider-aws runs) on a unix socket against
+// moto_server, and keymount-controller's SecretSync reconciler against both.
+type cluster struct {
+	cs kubernetes.Interface
+	c  client.Client // uncached
+}
+
+// startCluster starts the cluster; the AWS provider reads from endpoint in
+// region and proves identities with IRSA at moto's STS.
+func startCluster(t *testing.T, endpoint, region string) *cluster {
+	t.Helper()
+	ctrl.SetLogger(klog.Background())
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../../../deploy/crds"}})
+	scheme, err := kube.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &cluster{cs: kubernetes.NewForConfigOrDie(env.Config)}
+	if cl.c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	sockDir, err := sockettest.MkdirTemp("kmconv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	serveAWS(t, env, sockDir, endpoint, region)
+	cl.namespace(t, controllerNS)
+
+	cacheOpts, err := syncctl.CacheOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: scheme, Cache: cacheOpts,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := providerclient.New(providerclient.Config{Dirs: []string{sockDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Close() })
+	toks, err := tokens.NewManager(cl.cs, tokens.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes, err := synchash.NewKeySource(cl.cs, controllerNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := syncctl.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := syncctl.Config{Audiences: []string{stsAudience}, PollInterval: time.Hour}
+	cfg.Pod.Name, cfg.Pod.Namespace, cfg.Pod.UID = "keymount-controller-0", controllerNS, "0000-convert"
+	r, err := syncctl.New(cfg, syncctl.Deps{
+		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Providers: pc, Tokens: toks, Hashes: hashes,
+		Events: mgr.GetEventRecorder("keymount-controller"), Metrics: metrics,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	if err := r.SetupWithManager(ctx, mgr, 2); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return cl
+}
+
+// serveAWS serves keymount's AWS provider, wired as keymount-provider-aws
+// wires it, as provider "aws" in dir until the test ends.
+func serveAWS(t *testing.T, env *k8senv.Env, dir, endpoint, region string) {
+	t.Helper()
+	kc, err := kubeclient.ForConfig(env.Config, 50, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(store.Config{Endpoint: endpoint})
+	ids := identity.New(identity.Config{STSEndpoint: endpoint, Outages: st}, identity.NewKubeServiceAccounts(kc, time.Minute))
+	verifier, err := satoken.New(satoken.Config{}, kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, kc), verifier, ids, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Name: "aws", Version: "test", SocketDir: dir}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("provider aws: %v", err)
+		}
+	})
+}
+
+func (cl *cluster) namespace(t *testing.T, name string) {
+	t.Helper()
+	if err := cl.c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// irsaServiceAccount creates a ServiceAccount with an IRSA role.
+func (cl *cluster) irsaServiceAccount(t *testing.T, ns, name string) {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		Annotations: map[string]string{"eks.amazonaws.com/role-arn": roleARN}}}
+	if err := cl.c.Create(t.Context(), sa); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,95 @@
+package convert
+
+import (
+	"cmp"
+	"strings"
+
+	"github.com/keymount/keymount/provider/aws/spec"
+)
+
+// conversion is what one ExternalSecret becomes: a SecretProviderClass and
+// a SecretSync of the same namespace.
+type conversion struct {
+	// source names the ExternalSecret: "ExternalSecret team-a/db".
+	source    string
+	namespace string
+	// className is the SecretProviderClass's name (the ExternalSecret's),
+	// syncName the SecretSync's (the Secret's).
+	className, syncName string
+	region              string
+	objects             []*awsObject
+	serviceAccount      string
+	// The Secret.
+	secretType          string
+	labels, annotations map[string]string
+	keys                []secretKey
+	// syncAnnotations are keymount's annotations on the SecretSync:
+	// refresh policy and templates.
+	syncAnnotations map[string]string
+	// writable is false when no SecretSync can be written, even partially.
+	writable bool
+}
+
+// secretKey is one key of the Secret: a provider file, or a template.
+type secretKey struct {
+	targetKey, sourcePath string
+}
+
+// awsObject is one entry of the class's objects parameter.
+type awsObject struct {
+	Name         string          `yaml:"objectName"`
+	Type         spec.ObjectType `yaml:"objectType"`
+	Alias        string          `yaml:"objectAlias,omitempty"`
+	Version      string          `yaml:"objectVersion,omitempty"`
+	VersionLabel string          `yaml:"objectVersionLabel,omitempty"`
+	JMESPath     []jmesPath      `yaml:"jmesPath,omitempty"`
+}
+
+type jmesPath struct {
+	Path  string `yaml:"path"`
+	Alias string `yaml:"objectAlias"`
+}
+
+// storeRef says which store value a Secret key reads.
+type storeRef struct {
+	typ                   spec.ObjectType
+	name                  string
+	version, versionLabel string
+	// jmesPath is "" for the whole value.
+	jmesPath string
+}
+
+func (o *awsObject) same(r storeRef) bool {
+	return o.Type == r.typ && o.Name == r.name && o.Version == r.version && o.VersionLabel == r.versionLabel
+}
+
+// addRef makes the store value r a provider file named file (a Secret
+// key): the whole value as an object's alias, a JSON field as a jmesPath
+// entry of the object. A value read whole twice is two objects (one file
+// each); JSON fields of one value share its object.
+func (c *conversion) addRef(file string, r storeRef) {
+	if r.jmesPath == "" {
+		for _, o := range c.objects {
+			if o.same(r) && o.Alias == "" {
+				o.Alias = file
+				return
+			}
+		}
+		c.objects = append(c.objects, &awsObject{Name: r.name, Type: r.typ, Alias: file, Version: r.version, VersionLabel: r.versionLabel})
+		return
+	}
+	for _, o := range c.objects {
+		if o.same(r) {
+			o.JMESPath = append(o.JMESPath, jmesPath{Path: r.jmesPath, Alias: file})
+			return
+		}
+	}
+	o := &awsObject{Name: r.name, Type: r.typ, Version: r.version, VersionLabel: r.versionLabel,
+		JMESPath: []jmesPath{{Path: r.jmesPath, Alias: file}}}
+	if v := cmp.Or(r.versionLabel, r.version); v != "" {
+		// The whole value is a file too: name it apart from the same
+		// object's other versions.
+		o.Alias = strings.ReplaceAll(strings.TrimLeft(r.name, "/"), "/", "_") + "." + v
+	}
+	c.objects = append(c.objects, o)
+}

@@ -1,0 +1,123 @@
+package convert
+
+import (
+	"github.com/keymount/keymount/provider/aws/spec"
+)
+
+// Fields of a store's spec.provider.aws that keymount convert reads.
+var esoAWSFields = []string{"service", "region", "role", "prefix", "auth", "additionalRoles", "externalID",
+	"sessionTags", "transitiveTagKeys", "secretsManager"}
+
+// esoStoreInfo is what the ExternalSecret's store says about its values.
+type esoStoreInfo struct {
+	service spec.ObjectType
+	region  string
+	prefix  string
+	// serviceAccount is jwt.serviceAccountRef's name ("" without jwt).
+	serviceAccount string
+}
+
+// esoStore resolves spec.secretStoreRef in the input and reads the store.
+func (cv *converter) esoStore(is issues, namespace string, ref map[string]any) *esoStoreInfo {
+	const path = "spec.secretStoreRef"
+	name := str(is, path, ref, "name")
+	kind := str(is, path, ref, "kind")
+	if kind == "" {
+		kind = "SecretStore"
+	}
+	if name == "" {
+		is.invalid(path+".name", "is required")
+		return nil
+	}
+	key := storeKey(kind, namespace, name)
+	d, ok := cv.stores[key]
+	if !ok {
+		is.invalid(path, "%s %s is not in the input; pass its manifest too (-f store.yaml)", kind, key[len(kind)+1:])
+		return nil
+	}
+	sis := cv.issuesFor(kind + " " + key[len(kind)+1:])
+	before := sis.count()
+	st := readESOStore(sis, d, namespace)
+	if st == nil {
+		is.unsupported(path, "its %s cannot be converted (above)", kind)
+		return nil
+	}
+	if sis.count() > before {
+		is.unsupported(path, "its %s has fields keymount cannot express (above)", kind)
+	}
+	return st
+}
+
+// storeKey is "<kind>/<namespace>/<name>", or "<kind>/<name>" for a
+// ClusterSecretStore.
+func storeKey(kind, namespace, name string) string {
+	if kind == "ClusterSecretStore" {
+		return kind + "/" + name
+	}
+	return kind + "/" + objectName(namespace, name)
+}
+
+// readESOStore reads spec.provider.aws of a SecretStore or
+// ClusterSecretStore. esNamespace is the ExternalSecret's namespace.
+func readESOStore(is issues, d *document, esNamespace string) *esoStoreInfo {
+	provider := field(field(d.fields, "spec"), "provider")
+	const path = "spec.provider"
+	aws := field(provider, "aws")
+	for _, k := range sortedKeys(provider) {
+		if k != "aws" {
+			is.unsupported(path+"."+k, "keymount converts the aws provider (Secrets Manager and Parameter Store) only")
+		}
+	}
+	if aws == nil {
+		return nil
+	}
+	apath := path + ".aws"
+	unknownFields(is, apath, aws, esoAWSFields...)
+	st := &esoStoreInfo{region: str(is, apath, aws, "region"), prefix: str(is, apath, aws, "prefix")}
+	switch svc := str(is, apath, aws, "service"); svc {
+	case "SecretsManager":
+		st.service = spec.SecretsManager
+	case "ParameterStore":
+		st.service = spec.SSMParameter
+	default:
+		is.unsupported(apath+".service", "%q: keymount reads SecretsManager and ParameterStore", svc)
+		return nil
+	}
+	if role := str(is, apath, aws, "role"); role != "" {
+		is.unsupported(apath+".role", "keymount does not chain roles: it reads as the ServiceAccount's own IRSA role; annotate the ServiceAccount with eks.amazonaws.com/role-arn: %s (and let that role trust the cluster's OIDC issuer for it)", role)
+	}
+	for _, k := range []string{"additionalRoles", "externalID", "sessionTags", "transitiveTagKeys"} {
+		if _, ok := aws[k]; ok {
+			is.unsupported(apath+"."+k, "keymount does not chain roles: it reads as the ServiceAccount's own IRSA role")
+		}
+	}
+	st.serviceAccount = esoAuth(is, apath+".auth", field(aws, "auth"), esNamespace)
+	return st
+}
+
+// esoAuth returns the ServiceAccount of jwt auth in the ExternalSecret's
+// namespace, "" (reported) for any other auth.
+func esoAuth(is issues, path string, auth map[string]any, esNamespace string) string {
+	unknownFields(is, path, auth, "jwt", "secretRef")
+	if _, ok := auth["secretRef"]; ok {
+		is.unsupported(path+".secretRef", "static access keys; keymount reads as a ServiceAccount with IRSA or Pod Identity: give the ServiceAccount a role and pass --service-account NAME")
+		return ""
+	}
+	jwt := field(auth, "jwt")
+	if jwt == nil {
+		return ""
+	}
+	jpath := path + ".jwt.serviceAccountRef"
+	ref := field(jwt, "serviceAccountRef")
+	unknownFields(is, path+".jwt", jwt, "serviceAccountRef")
+	unknownFields(is, jpath, ref, "name", "namespace", "audiences")
+	name := str(is, jpath, ref, "name")
+	if ns := str(is, jpath, ref, "namespace"); ns != "" && ns != esNamespace {
+		is.unsupported(jpath+".namespace", "%q: a SecretSync reads as a ServiceAccount of its own namespace (%q); give a ServiceAccount there the role and pass --service-account NAME", ns, esNamespace)
+		return ""
+	}
+	if a, ok := ref["audiences"].([]any); ok && len(a) > 0 {
+		is.unsupported(jpath+".audiences", "keymount-controller requests tokens for the audiences it is configured with (--token-request-audience; sts.amazonaws.com for IRSA)")
+	}
+	return name
+}
