@@ -90,7 +90,11 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, class *secret
 	out := &synced{hash: h.Sum(hashContent(ss, class, wantDigests)), objects: objectsOf(resp.GetObjectVersion())}
 	if existing != nil {
 		out.old = currentContent(ss, existing)
-		if out.old.equal(wantDigests) && ownedOnly(ss, existing) {
+		// The Secret is compared on the keys wanted now; a key the spec or
+		// a template annotation no longer names is removed by applying
+		// without it, so a new hash (spec, class or templates changed)
+		// applies even when the wanted keys hold their values.
+		if out.old.equal(wantDigests) && ownedOnly(ss, existing) && out.hash == ss.Status.SyncHash {
 			return out, nil
 		}
 	}

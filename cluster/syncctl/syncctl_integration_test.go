@@ -92,6 +92,22 @@ func TestSecretSyncLifecycle(t *testing.T) {
 		}
 	})
 
+	t.Run("a key removed from the spec leaves the Secret", func(t *testing.T) {
+		ss := f.get(t, key)
+		ss.Spec.SecretObject.Data = ss.Spec.SecretObject.Data[:1] // password only
+		if err := f.c.Update(t.Context(), ss); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the Secret without user", func(ctx context.Context) (bool, error) {
+			_, ok := f.secret(t, key).Data["user"]
+			return !ok, nil
+		})
+		if got := f.secret(t, key); string(got.Data["password"]) != "pw-three-1234" {
+			t.Errorf("password %q after removing user", got.Data["password"])
+		}
+		f.waitReady(t, key)
+	})
+
 	t.Run("a deleted Secret is restored", func(t *testing.T) {
 		old := f.secret(t, key)
 		if err := f.c.Delete(t.Context(), old); err != nil {
