@@ -47,6 +47,9 @@ type config struct {
 	probeAddr               string
 	kubeQPS                 float64
 	kubeBurst               int
+	// secretMirrors is --secret-mirrors: serve mirrors.kts.studio
+	// SecretMirrors (cluster/mirror).
+	secretMirrors bool
 }
 
 // audienceList is --token-request-audience: repeatable, each a
@@ -86,6 +89,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (*c
 	fs.StringVar(&cfg.probeAddr, "health-probe-bind-address", defaultProbeAddr, "address of the /healthz and /readyz endpoints; 0 turns them off")
 	fs.Float64Var(&cfg.kubeQPS, "kube-api-qps", 50, "API requests per second the controller may send")
 	fs.IntVar(&cfg.kubeBurst, "kube-api-burst", 100, "API requests the controller may send at once")
+	fs.BoolVar(&cfg.secretMirrors, "secret-mirrors", false, "serve mirrors.kts.studio SecretMirrors (ktsstudio/mirrors' API): copy a Secret into every namespace matching its regular expressions; needs the SecretMirror CRD and RBAC to write and delete Secrets")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	"github.com/keymount/keymount/cluster/mirror"
 	"github.com/keymount/keymount/cluster/restart"
 	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/cluster/synchash"
@@ -69,6 +71,9 @@ func run(ctx context.Context, cfg *config) error {
 	if err := setupRestart(ctx, mgr, hashes); err != nil {
 		return err
 	}
+	if err := setupMirrors(ctx, mgr, cfg); err != nil {
+		return err
+	}
 	klog.InfoS("starting", "version", version, "providerVolume", cfg.providerVolume, "audiences", len(cfg.sync.Audiences),
 		"rotationPollInterval", cfg.sync.PollInterval, "leaderElect", cfg.leaderElect, "namespace", cfg.namespace)
 	return mgr.Start(ctx)
@@ -92,6 +97,20 @@ func setupRestart(ctx context.Context, mgr ctrl.Manager, hashes *synchash.KeySou
 		opts.HashKey = []byte(h.Sum(&synchash.Content{Type: restartKeyLabel}))
 	}
 	return restart.SetupWithManager(mgr, opts)
+}
+
+// setupMirrors adds SecretMirrors (cluster/mirror) when --secret-mirrors.
+func setupMirrors(ctx context.Context, mgr ctrl.Manager, cfg *config) error {
+	if !cfg.secretMirrors {
+		return nil
+	}
+	r, err := mirror.New(mirror.Deps{
+		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("keymount-controller"),
+	})
+	if err != nil {
+		return err
+	}
+	return r.SetupWithManager(ctx, mgr, cfg.workers)
 }
 
 // restConfig is the API server's configuration: --kubeconfig, else
@@ -120,6 +139,9 @@ func restConfig(cfg *config) (*rest.Config, error) {
 func newManager(cfg *config, rc *rest.Config) (ctrl.Manager, error) {
 	scheme, err := kube.NewScheme()
 	if err != nil {
+		return nil, err
+	}
+	if err := mirrorsv1alpha2.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	cacheOpts, err := syncctl.CacheOptions()
