@@ -1,7 +1,9 @@
 package mirror
 
 // Event reasons on a SecretMirror. Synced, NoSecret, Error and VaultError
-// are mirrors' own, with its meaning; the others are keymount's.
+// are mirrors' own, with its meaning; the others are keymount's. A
+// same-named Secret keymount did not write is fanout.ReasonCopyConflict
+// (recorded by the fanout.Writer), and mirrorStatus Error.
 const (
 	// EventMirrorSynced (Normal): copies were written; the note names the source
 	// and how many namespaces got one.
@@ -15,10 +17,6 @@ const (
 	// EventMirrorVaultError (Warning): source.type or destination.type is vault,
 	// which keymount does not serve yet; mirrorStatus Error.
 	EventMirrorVaultError = "VaultError"
-	// EventMirrorNotOwned (Warning): a matching namespace already holds a Secret
-	// of the copy's name that keymount did not write; it is left alone and
-	// mirrorStatus is Error until it is deleted or renamed.
-	EventMirrorNotOwned = "NotOwned"
 	// EventMirrorInvalidSpec (Warning): a destination regular expression does not
 	// compile, or there is none; mirrorStatus Error until the spec is fixed.
 	EventMirrorInvalidSpec = "InvalidSpec"

@@ -7,49 +7,53 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	"github.com/keymount/keymount/cluster/fanout"
 )
-
-// Recorder records events (the manager's event recorder).
-type Recorder interface {
-	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
-}
 
 // Deps are the reconciler's collaborators.
 type Deps struct {
-	// Client reads SecretMirrors and namespace metadata from the manager's
-	// cache and writes.
+	// Client reads SecretMirrors from the manager's cache and writes.
 	Client client.Client
 	// Live reads what the caches do not hold: source Secrets and a
 	// same-named Secret in the way of a copy.
-	Live   client.Reader
-	Events Recorder
+	Live client.Reader
+	// Copies is the fan-out cache (fanout.NewCache, shared with the
+	// reflector reconciler): namespace metadata and the copies.
+	Copies cache.Cache
+	// Events records on SecretMirrors (the manager's recorder).
+	Events events.EventRecorder
 }
 
 // Reconciler serves SecretMirrors.
 type Reconciler struct {
 	client client.Client
 	live   client.Reader
-	events Recorder
-	// copies reads the copies keymount wrote (the label-selected cache
-	// SetupWithManager starts).
-	copies client.Reader
-	// sources watches the source Secrets by name.
+	events events.EventRecorder
+	// copies is Deps.Copies.
+	copies cache.Cache
+	// writer writes and deletes the copies (fanout.LabelCopy=mirror).
+	writer fanout.Writer
+	// sources watches the source Secrets by name (SetupWithManager).
 	sources *sourceWatches
 }
 
 // New checks deps and returns a Reconciler; SetupWithManager starts it.
 func New(deps Deps) (*Reconciler, error) {
-	if deps.Client == nil || deps.Live == nil || deps.Events == nil {
-		return nil, errors.New("mirror: Client, Live and Events are required")
+	if deps.Client == nil || deps.Live == nil || deps.Copies == nil || deps.Events == nil {
+		return nil, errors.New("mirror: Client, Live, Copies and Events are required")
 	}
-	return &Reconciler{client: deps.Client, live: deps.Live, events: deps.Events}, nil
+	return &Reconciler{
+		client: deps.Client, live: deps.Live, events: deps.Events, copies: deps.Copies,
+		writer: fanout.Writer{Name: Writer, Client: deps.Client, Live: deps.Live, Events: deps.Events, Volatile: volatile},
+	}, nil
 }
 
 // retryAfterError is the wait before retrying copies the API server

@@ -6,14 +6,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -23,22 +20,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	"github.com/keymount/keymount/cluster/fanout"
 )
-
-// indexOwner indexes the copies cache by AnnotationOwner.
-const indexOwner = "mirror.keymount.io/owner"
 
 // SetupWithManager registers the reconciler with mgr: SecretMirrors,
 // namespace metadata (a new namespace requeues the SecretMirrors matching
-// it), a cache of only the Secrets labelled as its copies (an edited or
-// deleted copy requeues its SecretMirror) and one metadata watch per source
-// Secret. mgr's scheme must hold mirrorsv1alpha2.
-func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, workers int) error {
-	copies, err := newCopiesCache(ctx, mgr)
-	if err != nil {
-		return err
-	}
-	r.copies = copies
+// it), the copies (an edited or deleted copy requeues its SecretMirror),
+// both from the fan-out cache, and one metadata watch per source Secret.
+// mgr's scheme must hold mirrorsv1alpha2.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	meta, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
@@ -47,46 +37,20 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, wor
 	if err := mgr.Add(r.sources); err != nil {
 		return err
 	}
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	newOnly := predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		UpdateFunc: func(event.UpdateEvent) bool { return false },
+		DeleteFunc: func(event.DeleteEvent) bool { return false },
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("secretmirror").
 		For(&mirrorsv1alpha2.SecretMirror{}, builder.WithPredicates(specOrDeletion())).
-		Watches(ns, handler.EnqueueRequestsFromMapFunc(r.mirrorsMatching), builder.OnlyMetadata,
-			builder.WithPredicates(predicate.Funcs{
-				CreateFunc: func(event.CreateEvent) bool { return true },
-				UpdateFunc: func(event.UpdateEvent) bool { return false },
-				DeleteFunc: func(event.DeleteEvent) bool { return false },
-			})).
-		WatchesRawSource(source.Kind(copies, client.Object(&corev1.Secret{}), handler.EnqueueRequestsFromMapFunc(ownerOf))).
+		WatchesRawSource(source.Kind(r.copies, client.Object(fanout.NamespaceMeta()),
+			handler.EnqueueRequestsFromMapFunc(r.mirrorsMatching), newOnly)).
+		WatchesRawSource(source.Kind(r.copies, client.Object(&corev1.Secret{}), handler.EnqueueRequestsFromMapFunc(ownerOf))).
 		WatchesRawSource(source.Channel(r.sources.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		Complete(r)
-}
-
-// newCopiesCache is a cache of the Secrets labelled LabelCopy=Writer only,
-// indexed by owner, run by mgr.
-func newCopiesCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error) {
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{LabelCopy: Writer})},
-		},
-		DefaultTransform: cache.TransformStripManagedFields(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("copies cache: %w", err)
-	}
-	err = c.IndexField(ctx, &corev1.Secret{}, indexOwner, func(o client.Object) []string {
-		if v := o.GetAnnotations()[AnnotationOwner]; v != "" {
-			return []string{v}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return c, mgr.Add(c)
 }
 
 // specOrDeletion passes a SecretMirror's creation, a new generation, a
@@ -102,9 +66,13 @@ func specOrDeletion() predicate.Predicate {
 	}
 }
 
-// ownerOf maps a copy to the SecretMirror named by its owner annotation.
+// ownerOf maps a copy of this writer to the SecretMirror named by its
+// owner annotation.
 func ownerOf(_ context.Context, o client.Object) []reconcile.Request {
-	ns, name, ok := strings.Cut(o.GetAnnotations()[AnnotationOwner], "/")
+	if !fanout.IsCopy(o, Writer) {
+		return nil
+	}
+	ns, name, ok := strings.Cut(o.GetAnnotations()[fanout.AnnotationOwner], "/")
 	if !ok || ns == "" || name == "" {
 		return nil
 	}

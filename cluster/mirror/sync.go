@@ -9,12 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	"github.com/keymount/keymount/cluster/fanout"
 )
 
 // outcome is what one sync found, for the status and the requeue.
@@ -44,9 +44,9 @@ func (r *Reconciler) sync(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, 
 	var written, notOwned []string
 	failed := map[string]error{}
 	for _, ns := range namespaces {
-		wrote, err := r.writeCopy(ctx, m, desired(m, src, ns), src.ResourceVersion)
+		wrote, err := r.writeCopy(ctx, m, desired(m, src, ns))
 		switch {
-		case errors.Is(err, errNotOwned):
+		case errors.Is(err, fanout.ErrNotOurs):
 			notOwned = append(notOwned, ns)
 		case err != nil:
 			failed[ns] = err
@@ -68,7 +68,6 @@ func (r *Reconciler) sync(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, 
 	if len(notOwned) > 0 {
 		msg := fmt.Sprintf("Secret %s exists in namespaces %s and was not written by keymount: not overwritten; delete or rename it to receive the copy",
 			src.Name, abbreviate(notOwned))
-		r.events.Eventf(m, nil, corev1.EventTypeWarning, EventMirrorNotOwned, "Sync", "%s", msg)
 		problems = append(problems, msg)
 	}
 	if len(failed) > 0 {
@@ -99,9 +98,8 @@ func (r *Reconciler) sourceMissing(ctx context.Context, m *mirrorsv1alpha2.Secre
 // matching lists the namespaces that receive a copy: those m matches, not
 // terminating, and not the source's own.
 func (r *Reconciler) matching(ctx context.Context, m matcher, sourceNS string) ([]string, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := r.client.List(ctx, list); err != nil {
+	list := fanout.NamespaceMetaList()
+	if err := r.copies.List(ctx, list); err != nil {
 		return nil, fmt.Errorf("list namespaces: %w", err)
 	}
 	var out []string
@@ -114,67 +112,37 @@ func (r *Reconciler) matching(ctx context.Context, m matcher, sourceNS string) (
 	return out, nil
 }
 
-// errNotOwned: the namespace holds a Secret of the copy's name keymount did
-// not write.
-var errNotOwned = errors.New("a Secret keymount did not write is in the way")
-
-// writeCopy makes want current; it reports whether it wrote.
-func (r *Reconciler) writeCopy(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, want *corev1.Secret, parentVersion string) (bool, error) {
-	key := client.ObjectKeyFromObject(want)
+// writeCopy makes want m's current copy; it reports whether it wrote.
+func (r *Reconciler) writeCopy(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, want *corev1.Secret) (bool, error) {
+	var existing client.Object
 	cur := &corev1.Secret{}
-	err := r.copies.Get(ctx, key, cur)
-	if apierrors.IsNotFound(err) {
-		stamp(want, parentVersion)
-		err = r.client.Create(ctx, want)
-		if err == nil || !apierrors.IsAlreadyExists(err) {
-			return err == nil, err
-		}
-		// Not a copy of ours (or not in the cache yet): read it.
-		err = r.live.Get(ctx, key, cur)
-	}
-	if err != nil {
+	switch err := r.copies.Get(ctx, client.ObjectKeyFromObject(want), cur); {
+	case err == nil:
+		existing = cur
+	case !apierrors.IsNotFound(err):
 		return false, err
 	}
-	if !ownedBy(cur, m) {
-		return false, errNotOwned
-	}
-	if upToDate(cur, want) {
-		return false, nil
-	}
-	stamp(want, parentVersion)
-	if mustReplace(cur, want) {
-		pre := metav1.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion}
-		if err := r.client.Delete(ctx, cur, &client.DeleteOptions{Preconditions: &pre}); client.IgnoreNotFound(err) != nil {
-			return false, err
-		}
-		want.ResourceVersion = ""
-		return true, r.client.Create(ctx, want)
-	}
-	return true, r.client.Update(ctx, apply(cur, want))
-}
-
-// stamp adds mirrors' per-write annotations.
-func stamp(c *corev1.Secret, parentVersion string) {
-	c.Annotations[AnnotationParentVersion] = parentVersion
-	c.Annotations[AnnotationLastSyncAt] = metav1.Now().String()
+	w := r.writer
+	w.Adopt = adopts(m)
+	res, err := w.Apply(ctx, m, want, existing)
+	return res != fanout.Unchanged, err
 }
 
 // prune deletes the copies m owns in namespaces keep refuses; it returns
 // how many it deleted.
 func (r *Reconciler) prune(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, keep func(ns string) bool) (int, error) {
 	list := &corev1.SecretList{}
-	if err := r.copies.List(ctx, list, client.MatchingFields{indexOwner: owner(m)}); err != nil {
+	if err := fanout.CopiesOf(ctx, r.copies, list, Writer, m.Namespace, m.Name); err != nil {
 		return 0, fmt.Errorf("list the copies of %s: %w", owner(m), err)
 	}
 	var deleted []string
 	for i := range list.Items {
 		c := &list.Items[i]
-		if keep(c.Namespace) || !ownedBy(c, m) {
+		if keep(c.Namespace) {
 			continue
 		}
-		pre := metav1.Preconditions{UID: &c.UID}
-		if err := r.client.Delete(ctx, c, &client.DeleteOptions{Preconditions: &pre}); client.IgnoreNotFound(err) != nil {
-			return len(deleted), fmt.Errorf("delete copy %s/%s: %w", c.Namespace, c.Name, err)
+		if err := r.writer.Delete(ctx, c); err != nil {
+			return len(deleted), err
 		}
 		deleted = append(deleted, c.Namespace)
 	}

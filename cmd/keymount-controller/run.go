@@ -14,6 +14,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	"github.com/keymount/keymount/cluster/fanout"
 	"github.com/keymount/keymount/cluster/mirror"
 	"github.com/keymount/keymount/cluster/restart"
 	"github.com/keymount/keymount/cluster/syncctl"
@@ -71,7 +72,7 @@ func run(ctx context.Context, cfg *config) error {
 	if err := setupRestart(ctx, mgr, hashes); err != nil {
 		return err
 	}
-	if err := setupMirrors(ctx, mgr, cfg); err != nil {
+	if err := setupMirrors(mgr, cfg); err != nil {
 		return err
 	}
 	klog.InfoS("starting", "version", version, "providerVolume", cfg.providerVolume, "audiences", len(cfg.sync.Audiences),
@@ -100,17 +101,24 @@ func setupRestart(ctx context.Context, mgr ctrl.Manager, hashes *synchash.KeySou
 }
 
 // setupMirrors adds SecretMirrors (cluster/mirror) when --secret-mirrors.
-func setupMirrors(ctx context.Context, mgr ctrl.Manager, cfg *config) error {
+// The fan-out cache (fanout.NewCache) is meant to be one per manager,
+// shared with the reflector reconciler.
+func setupMirrors(mgr ctrl.Manager, cfg *config) error {
 	if !cfg.secretMirrors {
 		return nil
 	}
+	copies, err := fanout.NewCache(mgr)
+	if err != nil {
+		return err
+	}
 	r, err := mirror.New(mirror.Deps{
-		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("keymount-controller"),
+		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies,
+		Events: mgr.GetEventRecorder("keymount-controller"),
 	})
 	if err != nil {
 		return err
 	}
-	return r.SetupWithManager(ctx, mgr, cfg.workers)
+	return r.SetupWithManager(mgr, cfg.workers)
 }
 
 // restConfig is the API server's configuration: --kubeconfig, else
