@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -72,8 +75,10 @@ func run(ctx context.Context, cfg *config) error {
 	if err := setupRestart(ctx, mgr, hashes); err != nil {
 		return err
 	}
-	if err := setupMirrors(mgr, cfg); err != nil {
-		return err
+	if cfg.enableFanout {
+		if err := setupFanout(mgr, cfg); err != nil {
+			return err
+		}
 	}
 	klog.InfoS("starting", "version", version, "providerVolume", cfg.providerVolume, "audiences", len(cfg.sync.Audiences),
 		"rotationPollInterval", cfg.sync.PollInterval, "leaderElect", cfg.leaderElect, "namespace", cfg.namespace)
@@ -100,16 +105,27 @@ func setupRestart(ctx context.Context, mgr ctrl.Manager, hashes *synchash.KeySou
 	return restart.SetupWithManager(mgr, opts)
 }
 
-// setupMirrors adds SecretMirrors (cluster/mirror) when --secret-mirrors.
-// The fan-out cache (fanout.NewCache) is meant to be one per manager,
-// shared with the reflector reconciler.
-func setupMirrors(mgr ctrl.Manager, cfg *config) error {
-	if !cfg.secretMirrors {
-		return nil
-	}
-	copies, err := fanout.NewCache(mgr)
+// setupFanout adds the fan-out reconcilers (--enable-fanout) on one shared
+// cache of namespace metadata and copies (cluster/fanout): SecretMirrors.
+func setupFanout(mgr ctrl.Manager, cfg *config) error {
+	c, err := fanout.NewCache(mgr)
 	if err != nil {
 		return err
+	}
+	return setupMirrors(mgr, cfg, c)
+}
+
+// setupMirrors adds SecretMirrors (cluster/mirror) when the API server
+// serves their CRD (deploy/crds installs it); without it, they are off and
+// the log says so.
+func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache) error {
+	gk := schema.GroupKind{Group: mirrorsv1alpha2.GroupName, Kind: "SecretMirror"}
+	if _, err := mgr.GetRESTMapper().RESTMapping(gk, mirrorsv1alpha2.Version); err != nil {
+		if meta.IsNoMatchError(err) {
+			klog.InfoS("SecretMirrors off: the API server does not serve mirrors.kts.studio/v1alpha2 (install deploy/crds/mirrors.kts.studio_secretmirrors.yaml)")
+			return nil
+		}
+		return fmt.Errorf("SecretMirror CRD: %w", err)
 	}
 	r, err := mirror.New(mirror.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies,
