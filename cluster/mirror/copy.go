@@ -1,7 +1,7 @@
 package mirror
 
 import (
-	"maps"
+	"bytes"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,10 +45,10 @@ func desired(m *mirrorsv1alpha2.SecretMirror, src *corev1.Secret, ns string) *co
 	c := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: src.Name, Labels: map[string]string{}, Annotations: map[string]string{}},
 		Type:       src.Type,
-		Data:       maps.Clone(src.Data),
+		Data:       make(map[string][]byte, len(src.Data)),
 	}
-	if c.Data == nil {
-		c.Data = map[string][]byte{}
+	for k, v := range src.Data {
+		c.Data[k] = bytes.Clone(v)
 	}
 	for k, v := range src.Labels {
 		if copied(k) {
