@@ -84,7 +84,7 @@ func testAccepted(t *testing.T, dyn dynamic.Interface) {
 			if err != nil {
 				t.Fatalf("refused: %v", err)
 			}
-			want := withDefaults(u.Object["spec"])
+			want := withDefaults(t, u.Object["spec"])
 			if diff := cmp.Diff(want, got.Object["spec"]); diff != "" {
 				t.Errorf("stored spec (-sent with mirrors' defaults +stored):\n%s", diff)
 			}
@@ -106,8 +106,12 @@ func testAccepted(t *testing.T, dyn dynamic.Interface) {
 
 // withDefaults is spec as mirrors' CRD stores it: source.type secret and
 // destination.type namespaces when absent.
-func withDefaults(spec any) any {
-	s := runtimeCopy(spec).(map[string]any)
+func withDefaults(t *testing.T, spec any) any {
+	t.Helper()
+	s, ok := runtimeCopy(spec).(map[string]any)
+	if !ok {
+		t.Fatalf("spec %v is not an object", spec)
+	}
 	for field, def := range map[string]string{"source": "secret", "destination": "namespaces"} {
 		if m, ok := s[field].(map[string]any); ok {
 			if _, set := m["type"]; !set {
