@@ -95,7 +95,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager, workers int) error {
 	// Names are checked for uniqueness per process; a test runs several
 	// managers in one.
 	copts := crcontroller.Options{MaxConcurrentReconciles: workers, SkipNameValidation: new(true)}
-	return ctrl.NewControllerManagedBy(mgr).Named("reflector-"+r.kind.resource.Resource).WithOptions(copts).
+	return ctrl.NewControllerManagedBy(mgr).Named("reflector-" + r.kind.resource.Resource).WithOptions(copts).
 		WatchesRawSource(fanout.InformerSource(r.sources, r.sourceRequests)).
 		WatchesRawSource(source.Kind[client.Object](r.cache, fanout.NamespaceMeta(),
 			handler.EnqueueRequestsFromMapFunc(r.namespaceRequests), namespaceChanges())).
