@@ -47,6 +47,9 @@ type config struct {
 	probeAddr               string
 	kubeQPS                 float64
 	kubeBurst               int
+	// enableFanout is --enable-fanout: copy Secrets and ConfigMaps across
+	// namespaces (reflector's annotations, SecretMirrors).
+	enableFanout bool
 }
 
 // audienceList is --token-request-audience: repeatable, each a
@@ -86,6 +89,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (*c
 	fs.StringVar(&cfg.probeAddr, "health-probe-bind-address", defaultProbeAddr, "address of the /healthz and /readyz endpoints; 0 turns them off")
 	fs.Float64Var(&cfg.kubeQPS, "kube-api-qps", 50, "API requests per second the controller may send")
 	fs.IntVar(&cfg.kubeBurst, "kube-api-burst", 100, "API requests the controller may send at once")
+	fs.BoolVar(&cfg.enableFanout, "enable-fanout", false, "copy Secrets and ConfigMaps across namespaces as reflector's annotations ask (needs the fan-out RBAC: chart controller.fanout.enabled)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

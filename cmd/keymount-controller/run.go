@@ -13,6 +13,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/keymount/keymount/cluster/fanout"
+	"github.com/keymount/keymount/cluster/reflector"
 	"github.com/keymount/keymount/cluster/restart"
 	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/cluster/synchash"
@@ -69,8 +71,14 @@ func run(ctx context.Context, cfg *config) error {
 	if err := setupRestart(ctx, mgr, hashes); err != nil {
 		return err
 	}
+	if cfg.enableFanout {
+		if err := setupFanout(mgr, cfg); err != nil {
+			return err
+		}
+	}
 	klog.InfoS("starting", "version", version, "providerVolume", cfg.providerVolume, "audiences", len(cfg.sync.Audiences),
-		"rotationPollInterval", cfg.sync.PollInterval, "leaderElect", cfg.leaderElect, "namespace", cfg.namespace)
+		"rotationPollInterval", cfg.sync.PollInterval, "leaderElect", cfg.leaderElect, "namespace", cfg.namespace,
+		"fanout", cfg.enableFanout)
 	return mgr.Start(ctx)
 }
 
@@ -92,6 +100,17 @@ func setupRestart(ctx context.Context, mgr ctrl.Manager, hashes *synchash.KeySou
 		opts.HashKey = []byte(h.Sum(&synchash.Content{Type: restartKeyLabel}))
 	}
 	return restart.SetupWithManager(mgr, opts)
+}
+
+// setupFanout adds the fan-out reconcilers (--enable-fanout) on one shared
+// cache of namespace metadata and copies (cluster/fanout): reflector's
+// annotations.
+func setupFanout(mgr ctrl.Manager, cfg *config) error {
+	c, err := fanout.NewCache(mgr)
+	if err != nil {
+		return err
+	}
+	return reflector.SetupWithManager(mgr, reflector.Options{Cache: c, Workers: cfg.workers})
 }
 
 // restConfig is the API server's configuration: --kubeconfig, else
