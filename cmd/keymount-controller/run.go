@@ -19,6 +19,7 @@ import (
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
 	"github.com/keymount/keymount/cluster/fanout"
 	"github.com/keymount/keymount/cluster/mirror"
+	"github.com/keymount/keymount/cluster/reflector"
 	"github.com/keymount/keymount/cluster/restart"
 	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/cluster/synchash"
@@ -81,7 +82,8 @@ func run(ctx context.Context, cfg *config) error {
 		}
 	}
 	klog.InfoS("starting", "version", version, "providerVolume", cfg.providerVolume, "audiences", len(cfg.sync.Audiences),
-		"rotationPollInterval", cfg.sync.PollInterval, "leaderElect", cfg.leaderElect, "namespace", cfg.namespace)
+		"rotationPollInterval", cfg.sync.PollInterval, "leaderElect", cfg.leaderElect, "namespace", cfg.namespace,
+		"fanout", cfg.enableFanout)
 	return mgr.Start(ctx)
 }
 
@@ -106,10 +108,14 @@ func setupRestart(ctx context.Context, mgr ctrl.Manager, hashes *synchash.KeySou
 }
 
 // setupFanout adds the fan-out reconcilers (--enable-fanout) on one shared
-// cache of namespace metadata and copies (cluster/fanout): SecretMirrors.
+// cache of namespace metadata and copies (cluster/fanout): reflector's
+// annotations and SecretMirrors.
 func setupFanout(mgr ctrl.Manager, cfg *config) error {
 	c, err := fanout.NewCache(mgr)
 	if err != nil {
+		return err
+	}
+	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c, Workers: cfg.workers}); err != nil {
 		return err
 	}
 	return setupMirrors(mgr, cfg, c)

@@ -122,7 +122,7 @@ func TestControllerRBAC(t *testing.T) {
 	}
 	// Its own role, the AWS provider's for that sidecar, restart on
 	// change's (restartOnChange.enabled).
-	others := []string{controllerName, releaseName + "-provider-aws", releaseName + "-restart-on-change"}
+	others := []string{controllerName, releaseName + "-provider-aws", releaseName + "-restart-on-change", fanoutRole}
 	for name, b := range r.bindings {
 		if boundTo(b.Subjects, controllerName) && !slices.Contains(others, b.RoleRef.Name) {
 			t.Errorf("binding %s gives the controller %s", name, b.RoleRef.Name)
