@@ -266,6 +266,12 @@ func (g *guardRails) namespace(t *testing.T) string {
 	if _, err := g.admin.CoreV1().Secrets(ns.Name).Create(ctx, mirror, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A copy ktsstudio/mirrors wrote for its SecretMirror src/db.
+	byMirrors := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "by-mirrors", Namespace: ns.Name,
+		Annotations: map[string]string{"mirrors.kts.studio/owned-by": "src/db"}}}
+	if _, err := g.admin.CoreV1().Secrets(ns.Name).Create(ctx, byMirrors, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	return ns.Name
 }
 
@@ -388,10 +394,11 @@ func testControllerAdmitted(t *testing.T, g *guardRails, ns string) {
 		}},
 		tokenRequest("a token for the configured audience, for 600 s", new(int64(600)), policyAudience),
 		// Fan-out copies (cluster/fanout): created, updated, deleted; a
-		// reflector mirror made a copy.
+		// reflector mirror and a copy of ktsstudio/mirrors made copies.
 		createCopy("creating a copy", "copy"),
 		patchSecret("updating a copy", "copy", `{"stringData":{"key":"new"}}`),
 		patchSecret("making a reflector mirror a copy", "mirror", `{"metadata":{"labels":{"`+copyLabel+`":"reflector"}},"stringData":{"k":"v"}}`),
+		patchSecret("making a copy mirrors wrote a copy", "by-mirrors", `{"metadata":{"labels":{"`+copyLabel+`":"mirror"}},"stringData":{"k":"v"}}`),
 		deleteObject("deleting a copy", "secrets", "copy"),
 		configMap("creating a ConfigMap copy", "cm-copy", map[string]string{copyLabel: "reflector"}),
 		deleteObject("deleting a ConfigMap copy", "configmaps", "cm-copy"),
