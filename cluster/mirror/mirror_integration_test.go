@@ -114,28 +114,43 @@ func (f *fixture) testInStep(t *testing.T) {
 
 // testNotOwned: a same-named Secret keymount did not write is left as it
 // is, reported in the status (Error, naming the namespace) and by an event;
-// the other namespaces get their copy.
+// the other namespaces get their copy; once such a Secret is deleted the
+// copy takes its place (without a poll period: pollPeriodSeconds is an
+// hour); deleting the SecretMirror leaves the one still there.
 func (f *fixture) testNotOwned(t *testing.T) {
-	f.namespace(t, "own-src", "own-1", "own-2")
-	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "own-2", Name: "db"}, Data: map[string][]byte{"k": []byte("theirs")}}
-	if err := f.c.Create(t.Context(), theirs); err != nil {
-		t.Fatal(err)
+	f.namespace(t, "own-src", "own-1", "own-2", "own-3")
+	var theirs []*corev1.Secret
+	for _, ns := range []string{"own-2", "own-3"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Data: map[string][]byte{"k": []byte("theirs")}}
+		if err := f.c.Create(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+		theirs = append(theirs, s)
 	}
 	f.source(t, "own-src", "db", "ours")
 	f.mirror(t, "own-src", "db", "db", "", "^own-[0-9]$")
 	f.copyHolds(t, "own-1", "db", "ours")
-	f.status(t, "own-src", "db", mirrorsv1alpha2.MirrorStatusError, "own-2")
+	f.status(t, "own-src", "db", mirrorsv1alpha2.MirrorStatusError, "own-2, own-3")
 	f.event(t, "own-src", "db", fanout.ReasonCopyConflict, "own-2")
-	got, err := f.secret(t.Context(), "own-2", "db")
-	if err != nil || got == nil || string(got.Data["k"]) != "theirs" || got.ResourceVersion != theirs.ResourceVersion {
-		t.Fatalf("own-2/db = %v (err %v): want it untouched", got, err)
+	for _, s := range theirs {
+		got, err := f.secret(t.Context(), s.Namespace, "db")
+		if err != nil || got == nil || string(got.Data["k"]) != "theirs" || got.ResourceVersion != s.ResourceVersion {
+			t.Fatalf("%s/db = %v (err %v): want it untouched", s.Namespace, got, err)
+		}
 	}
 
-	// Deleting the SecretMirror (deletePolicy delete) leaves it too.
+	if err := f.c.Delete(t.Context(), theirs[1]); err != nil {
+		t.Fatal(err)
+	}
+	f.copyHolds(t, "own-3", "db", "ours")
+	f.status(t, "own-src", "db", mirrorsv1alpha2.MirrorStatusError, "namespaces own-2 and")
+
+	// Deleting the SecretMirror (deletePolicy delete) leaves theirs.
 	if err := f.c.Delete(t.Context(), &mirrorsv1alpha2.SecretMirror{ObjectMeta: metav1.ObjectMeta{Namespace: "own-src", Name: "db"}}); err != nil {
 		t.Fatal(err)
 	}
 	f.gone(t, "own-1", "db")
+	f.gone(t, "own-3", "db")
 	if got, err := f.secret(t.Context(), "own-2", "db"); err != nil || got == nil || string(got.Data["k"]) != "theirs" {
 		t.Fatalf("own-2/db = %v (err %v) after the delete: want it untouched", got, err)
 	}

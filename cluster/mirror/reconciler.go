@@ -57,7 +57,8 @@ func New(deps Deps) (*Reconciler, error) {
 }
 
 // retryAfterError is the wait before retrying copies the API server
-// refused, when the poll period is longer.
+// refused or a Secret keymount did not write was in the way of, when the
+// poll period is longer.
 const retryAfterError = 30 * time.Second
 
 // Reconcile brings one SecretMirror's copies and status up to date.

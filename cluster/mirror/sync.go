@@ -69,6 +69,7 @@ func (r *Reconciler) sync(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, 
 		msg := fmt.Sprintf("Secret %s exists in namespaces %s and was not written by keymount: not overwritten; delete or rename it to receive the copy",
 			src.Name, abbreviate(notOwned))
 		problems = append(problems, msg)
+		o.retry = true // no event tells when that Secret goes
 	}
 	if len(failed) > 0 {
 		msg := "Unable to sync some objects: " + describeFailures(failed)
