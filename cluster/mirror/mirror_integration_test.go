@@ -34,6 +34,7 @@ func TestSecretMirror(t *testing.T) {
 	t.Run("vault answered with Error", f.testVault)
 	t.Run("v1alpha1 manifest", f.testV1alpha1)
 	t.Run("adopts mirrors' own copy", f.testAdoptsMirrorsCopy)
+	t.Run("two SecretMirrors, one copy name", f.testTwoMirrors)
 }
 
 // testFanOut: the source is copied into every namespace a regex matches
@@ -310,4 +311,22 @@ func (f *fixture) testAdoptsMirrorsCopy(t *testing.T) {
 		t.Errorf("uid %s label %q: want mirrors' Secret (uid %s) taken over and labelled", c.UID, c.Labels[fanout.LabelCopy], byMirrors.UID)
 	}
 	f.status(t, "adopt-src", "s", mirrorsv1alpha2.MirrorStatusActive, "1 namespaces")
+}
+
+// testTwoMirrors: a second SecretMirror whose copy would land on the
+// first's is reported (Error, CopyConflict) and never takes it over; the
+// first stays Active and its copy unchanged.
+func (f *fixture) testTwoMirrors(t *testing.T) {
+	f.namespace(t, "two-src", "two-1")
+	f.source(t, "two-src", "s", "v")
+	f.mirror(t, "two-src", "first", "s", "", "^two-1$")
+	c := f.copyHolds(t, "two-1", "s", "v")
+	f.mirror(t, "two-src", "second", "s", "", "^two-")
+	f.status(t, "two-src", "second", mirrorsv1alpha2.MirrorStatusError, "two-1")
+	f.event(t, "two-src", "second", fanout.ReasonCopyConflict, "two-src/first")
+	f.status(t, "two-src", "first", mirrorsv1alpha2.MirrorStatusActive, "")
+	got, err := f.secret(t.Context(), "two-1", "s")
+	if err != nil || got == nil || got.Annotations[fanout.AnnotationOwner] != "two-src/first" || got.ResourceVersion != c.ResourceVersion {
+		t.Fatalf("two-1/s = %v (err %v): want the first's copy untouched", got, err)
+	}
 }

@@ -118,6 +118,12 @@ func (r *Reconciler) writeCopy(ctx context.Context, m *mirrorsv1alpha2.SecretMir
 	var existing client.Object
 	cur := &corev1.Secret{}
 	switch err := r.copies.Get(ctx, client.ObjectKeyFromObject(want), cur); {
+	case err == nil && fanout.IsCopy(cur, Writer) && cur.Annotations[fanout.AnnotationOwner] != owner(m):
+		// Another SecretMirror's copy: never taken over (they would flap).
+		r.events.Eventf(m, nil, corev1.EventTypeWarning, fanout.ReasonCopyConflict, "Copy",
+			"Secret %s/%s is the copy of SecretMirror %s: left alone, no copy in namespace %s",
+			cur.Namespace, cur.Name, cur.Annotations[fanout.AnnotationOwner], cur.Namespace)
+		return false, fmt.Errorf("Secret %s/%s: %w", cur.Namespace, cur.Name, fanout.ErrNotOurs)
 	case err == nil:
 		existing = cur
 	case !apierrors.IsNotFound(err):
