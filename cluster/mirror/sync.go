@@ -123,7 +123,7 @@ func (r *Reconciler) writeCopy(ctx context.Context, m *mirrorsv1alpha2.SecretMir
 		r.events.Eventf(m, nil, corev1.EventTypeWarning, fanout.ReasonCopyConflict, "Copy",
 			"Secret %s/%s is the copy of SecretMirror %s: left alone, no copy in namespace %s",
 			cur.Namespace, cur.Name, cur.Annotations[fanout.AnnotationOwner], cur.Namespace)
-		return false, fmt.Errorf("Secret %s/%s: %w", cur.Namespace, cur.Name, fanout.ErrNotOurs)
+		return false, fmt.Errorf("copy %s/%s of another SecretMirror: %w", cur.Namespace, cur.Name, fanout.ErrNotOurs)
 	case err == nil:
 		existing = cur
 	case !apierrors.IsNotFound(err):
