@@ -93,5 +93,5 @@ func (s NamespaceSet) MatchesName(name string) bool {
 // branch matches a prefix: "a|ab" does not match "ab", as in reflector.
 func WholeMatch(re *regexp.Regexp, s string) bool {
 	loc := re.FindStringIndex(s)
-	return loc != nil && loc[0] == 0 && loc[1] == len(s)
+	return len(loc) == 2 && loc[0] == 0 && loc[1] == len(s)
 }

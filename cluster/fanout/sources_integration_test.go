@@ -97,8 +97,9 @@ func TestSourceInformer(t *testing.T) {
 	if got := storeKeys(inf); !slices.Equal(got, []string{"default/s1", "default/s2"}) {
 		t.Fatalf("after the list the store holds %v, want the two sources", got)
 	}
-	if m, ok, _ := inf.GetStore().GetByKey("default/s1"); !ok || len(m.(*metav1.PartialObjectMetadata).ManagedFields) != 0 {
-		t.Fatalf("stored source %v: want it without managed fields", m)
+	o, _, _ := inf.GetStore().GetByKey("default/s1")
+	if m, ok := o.(*metav1.PartialObjectMetadata); !ok || len(m.ManagedFields) != 0 {
+		t.Fatalf("stored source %v: want it without managed fields", o)
 	}
 	// An unrelated Secret gains the mark: in.
 	u, err := cs.CoreV1().Secrets("default").Get(ctx, "unrelated-7", metav1.GetOptions{})

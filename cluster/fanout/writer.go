@@ -71,7 +71,11 @@ func (w *Writer) Apply(ctx context.Context, owner, desired, existing client.Obje
 	w.mark(owner, desired)
 	res := Updated
 	if existing == nil {
-		err := w.Client.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldManager))
+		obj, ok := desired.DeepCopyObject().(client.Object)
+		if !ok {
+			return Unchanged, fmt.Errorf("fanout: a copy is a Secret or a ConfigMap, not %T", desired)
+		}
+		err := w.Client.Create(ctx, obj, client.FieldOwner(FieldManager))
 		if err == nil {
 			return Created, nil
 		}

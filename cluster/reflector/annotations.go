@@ -89,7 +89,7 @@ func PropertiesOf(a map[string]string) Properties {
 	return p
 }
 
-// IsAutoSource: copies are made automatically.
+// IsAutoSource reports whether copies are made automatically.
 func (p Properties) IsAutoSource() bool { return p.Allowed && p.AutoEnabled }
 
 // CanReflectTo reports whether a mirror may live in the namespace (name,

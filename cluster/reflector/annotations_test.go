@@ -28,9 +28,12 @@ func TestPropertiesOf(t *testing.T) {
 
 func TestPropertiesOfBooleans(t *testing.T) {
 	// .NET's bool.TryParse: "true" in any case; "1", "yes" are false.
-	for v, want := range map[string]bool{"true": true, "True": true, " tRuE ": true, "1": false, "yes": false, "": false, "false": false} {
-		if got := PropertiesOf(map[string]string{AnnotationAllowed: v}).Allowed; got != want {
-			t.Errorf("reflection-allowed %q: %v, want %v", v, got, want)
+	for _, tc := range []struct {
+		v    string
+		want bool
+	}{{"true", true}, {"True", true}, {" tRuE ", true}, {"1", false}, {"yes", false}, {"", false}, {"false", false}} {
+		if got := PropertiesOf(map[string]string{AnnotationAllowed: tc.v}).Allowed; got != tc.want {
+			t.Errorf("reflection-allowed %q: %v, want %v", tc.v, got, tc.want)
 		}
 	}
 	// Allowed without auto is no auto source; auto without allowed neither.
@@ -45,13 +48,15 @@ func TestPropertiesOfBooleans(t *testing.T) {
 }
 
 func TestPropertiesOfReflects(t *testing.T) {
-	for v, want := range map[string]string{"ns/name": "ns/name", " ns/name ": "ns/name", "name": "", "/name": "", "ns/": "", "a/b/c": ""} {
+	for _, tc := range []struct{ v, want string }{
+		{"ns/name", "ns/name"}, {" ns/name ", "ns/name"}, {"name", ""}, {"/name", ""}, {"ns/", ""}, {"a/b/c", ""},
+	} {
 		got := ""
-		if ref := PropertiesOf(map[string]string{AnnotationReflects: v}).Reflects; ref != nil {
+		if ref := PropertiesOf(map[string]string{AnnotationReflects: tc.v}).Reflects; ref != nil {
 			got = ref.String()
 		}
-		if got != want {
-			t.Errorf("reflects %q parsed as %q, want %q", v, got, want)
+		if got != tc.want {
+			t.Errorf("reflects %q parsed as %q, want %q", tc.v, got, tc.want)
 		}
 	}
 }

@@ -29,7 +29,10 @@ var (
 		newObj:   func() client.Object { return &corev1.Secret{} },
 		newList:  func() client.ObjectList { return &corev1.SecretList{} },
 		items: func(l client.ObjectList) []client.Object {
-			sl := l.(*corev1.SecretList)
+			sl, ok := l.(*corev1.SecretList)
+			if !ok {
+				return nil
+			}
 			out := make([]client.Object, len(sl.Items))
 			for i := range sl.Items {
 				out[i] = &sl.Items[i]
@@ -37,8 +40,11 @@ var (
 			return out
 		},
 		content: func(src client.Object, ns, name string) client.Object {
-			s := src.(*corev1.Secret)
-			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: s.Type, Data: maps.Clone(s.Data)}
+			out := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			if s, ok := src.(*corev1.Secret); ok {
+				out.Type, out.Data = s.Type, maps.Clone(s.Data)
+			}
+			return out
 		},
 	}
 	ConfigMaps = Kind{
@@ -47,7 +53,10 @@ var (
 		newObj:   func() client.Object { return &corev1.ConfigMap{} },
 		newList:  func() client.ObjectList { return &corev1.ConfigMapList{} },
 		items: func(l client.ObjectList) []client.Object {
-			cl := l.(*corev1.ConfigMapList)
+			cl, ok := l.(*corev1.ConfigMapList)
+			if !ok {
+				return nil
+			}
 			out := make([]client.Object, len(cl.Items))
 			for i := range cl.Items {
 				out[i] = &cl.Items[i]
@@ -55,9 +64,11 @@ var (
 			return out
 		},
 		content: func(src client.Object, ns, name string) client.Object {
-			c := src.(*corev1.ConfigMap)
-			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-				Data: maps.Clone(c.Data), BinaryData: maps.Clone(c.BinaryData)}
+			out := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			if c, ok := src.(*corev1.ConfigMap); ok {
+				out.Data, out.BinaryData = maps.Clone(c.Data), maps.Clone(c.BinaryData)
+			}
+			return out
 		},
 	}
 )

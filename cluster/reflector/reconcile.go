@@ -28,11 +28,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if !ok {
+	m, isMeta := o.(*metav1.PartialObjectMetadata)
+	if !ok || !isMeta {
 		// Gone, or no longer annotated: its automatic copies go.
 		return reconcile.Result{}, r.removeCopies(ctx, req.NamespacedName, nil)
 	}
-	m := o.(*metav1.PartialObjectMetadata)
 	p := PropertiesOf(m.Annotations)
 	if p.Reflects != nil {
 		return r.reconcileMirror(ctx, req.NamespacedName, *p.Reflects)

@@ -31,6 +31,7 @@ func TestReflector(t *testing.T) {
 	t.Run("selector", func(t *testing.T) { testSelector(t, f) })
 	t.Run("change-delete-conflict", func(t *testing.T) { testChangeDeleteConflict(t, f) })
 	t.Run("hand-edit", func(t *testing.T) { testHandEdit(t, f) })
+	t.Run("turned-off", func(t *testing.T) { testTurnedOff(t, f) })
 	t.Run("manual", func(t *testing.T) { testManual(t, f) })
 	t.Run("switch-from-reflector", func(t *testing.T) { testSwitch(t, f) })
 	t.Run("configmap", func(t *testing.T) { testConfigMap(t, f) })
@@ -133,6 +134,22 @@ func testHandEdit(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	f.waitFor(t, "h-1", "api", hasData(map[string]string{"key": "right"}))
+}
+
+// testTurnedOff: a source whose auto-reflection is turned off loses its
+// copies, and gets them back when it is turned on again; one that drops
+// every reflector annotation loses them too.
+func testTurnedOff(t *testing.T, f *fixture) {
+	f.namespace(t, "o-src", nil)
+	f.namespace(t, "o-1", nil)
+	f.source(t, "o-src", "key", map[string]string{"k": "v"}, auto("", "o-1"))
+	f.waitFor(t, "o-1", "key", hasData(map[string]string{"k": "v"}))
+	f.update(t, "o-src", "key", func(s *corev1.Secret) { s.Annotations[reflector.AnnotationAutoEnabled] = "false" })
+	f.waitFor(t, "o-1", "key", absent)
+	f.update(t, "o-src", "key", func(s *corev1.Secret) { s.Annotations[reflector.AnnotationAutoEnabled] = "true" })
+	f.waitFor(t, "o-1", "key", hasData(map[string]string{"k": "v"}))
+	f.update(t, "o-src", "key", func(s *corev1.Secret) { s.Annotations = nil })
+	f.waitFor(t, "o-1", "key", absent)
 }
 
 // testManual: a mirror annotated reflects is kept in step when the source

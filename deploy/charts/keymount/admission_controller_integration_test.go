@@ -80,8 +80,18 @@ func controllerPolicies(t *testing.T, vals map[string]any) []*unstructured.Unstr
 // type-checked every one of them.
 func startGuardRails(t *testing.T, objs []*unstructured.Unstructured) *guardRails {
 	t.Helper()
+	return startGuardRailsWith(t, objs, nil)
+}
+
+// startGuardRailsWith is startGuardRails that hands the environment to
+// started (when set) before it returns.
+func startGuardRailsWith(t *testing.T, objs []*unstructured.Unstructured, started func(*k8senv.Env)) *guardRails {
+	t.Helper()
 	// kube-controller-manager's status controller type-checks the policies.
 	env := k8senv.Start(t, k8senv.Options{ControllerManager: true, Controllers: []string{"validatingadmissionpolicy-status-controller"}})
+	if started != nil {
+		started(env)
+	}
 	ctx := t.Context()
 	g := &guardRails{admin: kubernetes.NewForConfigOrDie(env.Config),
 		controller: impersonating(t, env, controllerUser), other: impersonating(t, env, otherUser)}

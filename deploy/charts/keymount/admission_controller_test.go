@@ -81,9 +81,9 @@ func TestControllerPoliciesOptIn(t *testing.T) {
 			}
 			conds = conds[:min(len(conds), 1)]
 		case "km-controller-copies":
-			copy := "has(object.metadata.labels) && 'fanout.keymount.io/copy' in object.metadata.labels"
-			if len(conds) != 2 || conds[1].Expression != copy {
-				t.Errorf("%s: matchConditions %+v, want copies only (%q)", name, conds, copy)
+			copied := "has(object.metadata.labels) && 'fanout.keymount.io/copy' in object.metadata.labels"
+			if len(conds) != 2 || conds[1].Expression != copied {
+				t.Errorf("%s: matchConditions %+v, want copies only (%q)", name, conds, copied)
 			}
 			conds = conds[:min(len(conds), 1)]
 		}
