@@ -13,12 +13,12 @@ const controllerAdmissionPath = "components/controller-admission"
 
 // The component's policies, one per guard rail of keymount-controller.
 var controllerPolicies = []string{
-	"keymount-controller-no-sa-tokens", "keymount-controller-no-secret-deletes", "keymount-controller-secret-owner",
+	"keymount-controller-configmaps", "keymount-controller-copies", "keymount-controller-no-sa-tokens", "keymount-controller-no-secret-deletes", "keymount-controller-secret-owner",
 	"keymount-controller-secret-types", "keymount-controller-token-requests",
 }
 
 // TestControllerAdmissionComponent: the component adds keymount-controller's
-// five policies, each bound with Deny and matching the controller's
+// seven policies, each bound with Deny and matching the controller's
 // ServiceAccount in the base's namespace, alone and with every other
 // component, and changes nothing else; the overlay its comments document
 // sets the allowed token audiences and nothing more.
@@ -65,10 +65,16 @@ func checkControllerPolicy(t *testing.T, p *admissionregistrationv1.ValidatingAd
 	}
 	want := []admissionregistrationv1.MatchCondition{{Name: "keymount-controller",
 		Expression: "request.userInfo.username == 'system:serviceaccount:kube-system:keymount-controller'"}}
-	if name == "keymount-controller-secret-owner" {
-		// The key of the controller's syncHash is its own Secret.
+	copied := "has(object.metadata.labels) && 'fanout.keymount.io/copy' in object.metadata.labels"
+	switch name {
+	case "keymount-controller-secret-owner":
+		// The key of the controller's syncHash is its own Secret; copies
+		// have their own rail.
 		want = append(want, admissionregistrationv1.MatchCondition{Name: "not-hash-key",
-			Expression: "!(request.namespace == 'kube-system' && object.metadata.name == 'keymount-controller-hash-key')"})
+			Expression: "!(request.namespace == 'kube-system' && object.metadata.name == 'keymount-controller-hash-key')"},
+			admissionregistrationv1.MatchCondition{Name: "not-copy", Expression: "!(" + copied + ")"})
+	case "keymount-controller-copies":
+		want = append(want, admissionregistrationv1.MatchCondition{Name: "copy", Expression: copied})
 	}
 	if diff := cmp.Diff(want, p.Spec.MatchConditions); diff != "" {
 		t.Errorf("%s: matchConditions (-want +got):\n%s", name, diff)

@@ -99,11 +99,11 @@ var upstreamSyncStatus = map[string]string{
 	"status.conditions[].lastTransitionTime": "string", "status.conditions[].observedGeneration": "integer",
 }
 
-// TestShippedCRDs: deploy/ applies the upstream driver's two CRDs and the
-// sync controller's one, nothing else.
+// TestShippedCRDs: deploy/ applies the upstream driver's two CRDs, the
+// sync controller's one and mirrors' SecretMirror, nothing else.
 func TestShippedCRDs(t *testing.T) {
 	r := mustRender(t, deployFS(t), "/deploy")
-	want := append(slices.Sorted(maps.Keys(upstreamCRDs)), syncCRD)
+	want := append(slices.Sorted(maps.Keys(upstreamCRDs)), syncCRD, mirrorCRD)
 	slices.Sort(want)
 	if got := slices.Sorted(maps.Keys(r.crds)); !slices.Equal(got, want) {
 		t.Fatalf("CRDs %v, want %v", got, want)

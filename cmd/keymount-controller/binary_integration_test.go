@@ -132,7 +132,7 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 
 // createNamespaces makes the controller's namespace and "app" with the
 // service account "app".
-func createNamespaces(t *testing.T, cs kubernetes.Interface) {
+func createNamespaces(t testing.TB, cs kubernetes.Interface) {
 	t.Helper()
 	ctx := t.Context()
 	for _, ns := range []string{"keymount-system", "app"} {
@@ -145,7 +145,7 @@ func createNamespaces(t *testing.T, cs kubernetes.Interface) {
 	}
 }
 
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -161,7 +161,7 @@ func buildBinary(t *testing.T) string {
 // startBinary starts bin; it dies with the test (parent-death signal) and
 // is killed at cleanup if still running. Its output goes to the test log
 // on failure.
-func startBinary(t *testing.T, bin string, args []string, env ...string) *exec.Cmd {
+func startBinary(t testing.TB, bin string, args []string, env ...string) *exec.Cmd {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "controller.log")
 	logFile, err := os.Create(logPath)
@@ -198,7 +198,7 @@ func tail(s string, n int) string {
 }
 
 // serveLocal serves the local provider over root as "local" in dir.
-func serveLocal(t *testing.T, dir, root string) {
+func serveLocal(t testing.TB, dir, root string) {
 	t.Helper()
 	p, err := local.New(root)
 	if err != nil {
@@ -220,7 +220,7 @@ func serveLocal(t *testing.T, dir, root string) {
 }
 
 // freeAddr returns a 127.0.0.1 address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -247,7 +247,7 @@ func get(ctx context.Context, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func poll(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+func poll(t testing.TB, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, eventually, true, cond); err != nil {
 		t.Fatal(fmt.Errorf("waiting for %s: %w", what, err))

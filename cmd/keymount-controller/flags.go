@@ -48,6 +48,9 @@ type config struct {
 	pprofAddr               string
 	kubeQPS                 float64
 	kubeBurst               int
+	// enableFanout is --enable-fanout: copy Secrets and ConfigMaps across
+	// namespaces (reflector's annotations, SecretMirrors).
+	enableFanout bool
 }
 
 // audienceList is --token-request-audience: repeatable, each a
@@ -88,6 +91,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (*c
 	fs.StringVar(&cfg.pprofAddr, "pprof-bind-address", "", "address of the Go pprof endpoints (/debug/pprof/), for diagnosing memory and CPU; empty or 0 turns them off (the default: profiles show object names, so bind it to loopback)")
 	fs.Float64Var(&cfg.kubeQPS, "kube-api-qps", 50, "API requests per second the controller may send")
 	fs.IntVar(&cfg.kubeBurst, "kube-api-burst", 100, "API requests the controller may send at once")
+	fs.BoolVar(&cfg.enableFanout, "enable-fanout", false, "copy Secrets and ConfigMaps across namespaces as reflector's annotations and mirrors.kts.studio SecretMirrors ask (needs the fan-out RBAC: chart controller.fanout.enabled)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

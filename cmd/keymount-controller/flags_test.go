@@ -65,3 +65,14 @@ func TestFlagErrors(t *testing.T) {
 		t.Errorf("--version without a namespace: %v", err)
 	}
 }
+
+// TestFlagEnableFanout: fan-out is off unless asked for.
+func TestFlagEnableFanout(t *testing.T) {
+	cfg, err := parse(t, nil, "--namespace=x")
+	if err != nil || cfg.enableFanout {
+		t.Fatalf("default: enableFanout %v (%v), want off", cfg != nil && cfg.enableFanout, err)
+	}
+	if cfg, err = parse(t, nil, "--namespace=x", "--enable-fanout"); err != nil || !cfg.enableFanout {
+		t.Fatalf("--enable-fanout: %v", err)
+	}
+}

@@ -5,15 +5,22 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	"github.com/keymount/keymount/cluster/fanout"
+	"github.com/keymount/keymount/cluster/mirror"
+	"github.com/keymount/keymount/cluster/reflector"
 	"github.com/keymount/keymount/cluster/restart"
 	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/cluster/synchash"
@@ -73,8 +80,14 @@ func run(ctx context.Context, cfg *config) error {
 	if err := restart.SetupWithManager(mgr, restart.Options{HashKey: restartKey, SecretCache: mgr.GetCache()}); err != nil {
 		return err
 	}
+	if cfg.enableFanout {
+		if err := setupFanout(mgr, cfg); err != nil {
+			return err
+		}
+	}
 	klog.InfoS("starting", "version", version, "providerVolume", cfg.providerVolume, "audiences", len(cfg.sync.Audiences),
-		"rotationPollInterval", cfg.sync.PollInterval, "leaderElect", cfg.leaderElect, "namespace", cfg.namespace)
+		"rotationPollInterval", cfg.sync.PollInterval, "leaderElect", cfg.leaderElect, "namespace", cfg.namespace,
+		"fanout", cfg.enableFanout)
 	return mgr.Start(ctx)
 }
 
@@ -93,6 +106,42 @@ func restartHashKey(ctx context.Context, hashes *synchash.KeySource) []byte {
 		return nil
 	}
 	return []byte(h.Sum(&synchash.Content{Type: restartKeyLabel}))
+}
+
+// setupFanout adds the fan-out reconcilers (--enable-fanout) on one shared
+// cache of namespace metadata and copies (cluster/fanout): reflector's
+// annotations and SecretMirrors.
+func setupFanout(mgr ctrl.Manager, cfg *config) error {
+	c, err := fanout.NewCache(mgr)
+	if err != nil {
+		return err
+	}
+	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c, Workers: cfg.workers}); err != nil {
+		return err
+	}
+	return setupMirrors(mgr, cfg, c)
+}
+
+// setupMirrors adds SecretMirrors (cluster/mirror) when the API server
+// serves their CRD (deploy/crds installs it); without it, they are off and
+// the log says so.
+func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache) error {
+	gk := schema.GroupKind{Group: mirrorsv1alpha2.GroupName, Kind: "SecretMirror"}
+	if _, err := mgr.GetRESTMapper().RESTMapping(gk, mirrorsv1alpha2.Version); err != nil {
+		if meta.IsNoMatchError(err) {
+			klog.InfoS("SecretMirrors off: the API server does not serve mirrors.kts.studio/v1alpha2 (install deploy/crds/mirrors.kts.studio_secretmirrors.yaml)")
+			return nil
+		}
+		return fmt.Errorf("SecretMirror CRD: %w", err)
+	}
+	r, err := mirror.New(mirror.Deps{
+		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies,
+		Events: mgr.GetEventRecorder("keymount-controller"),
+	})
+	if err != nil {
+		return err
+	}
+	return r.SetupWithManager(mgr, cfg.workers)
 }
 
 // restConfig is the API server's configuration: --kubeconfig, else
@@ -121,6 +170,9 @@ func restConfig(cfg *config) (*rest.Config, error) {
 func newManager(cfg *config, rc *rest.Config, restartKey []byte) (ctrl.Manager, error) {
 	scheme, err := kube.NewScheme()
 	if err != nil {
+		return nil, err
+	}
+	if err := mirrorsv1alpha2.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	var annotate func(*corev1.Secret)

@@ -68,8 +68,8 @@ func controllerPolicies(t *testing.T, vals map[string]any) []*unstructured.Unstr
 		}
 		objs = append(objs, u)
 	}
-	if len(objs) != 10 {
-		t.Fatalf("the chart renders %d controller admission objects, want 5 policies and 5 bindings", len(objs))
+	if len(objs) != 2*len(controllerRails) {
+		t.Fatalf("the chart renders %d controller admission objects, want %d policies and as many bindings", len(objs), len(controllerRails))
 	}
 	return objs
 }
@@ -80,8 +80,18 @@ func controllerPolicies(t *testing.T, vals map[string]any) []*unstructured.Unstr
 // type-checked every one of them.
 func startGuardRails(t *testing.T, objs []*unstructured.Unstructured) *guardRails {
 	t.Helper()
+	return startGuardRailsWith(t, objs, nil)
+}
+
+// startGuardRailsWith is startGuardRails that hands the environment to
+// started (when set) before it returns.
+func startGuardRailsWith(t *testing.T, objs []*unstructured.Unstructured, started func(*k8senv.Env)) *guardRails {
+	t.Helper()
 	// kube-controller-manager's status controller type-checks the policies.
 	env := k8senv.Start(t, k8senv.Options{ControllerManager: true, Controllers: []string{"validatingadmissionpolicy-status-controller"}})
+	if started != nil {
+		started(env)
+	}
 	ctx := t.Context()
 	g := &guardRails{admin: kubernetes.NewForConfigOrDie(env.Config),
 		controller: impersonating(t, env, controllerUser), other: impersonating(t, env, otherUser)}
@@ -95,7 +105,7 @@ func startGuardRails(t *testing.T, objs []*unstructured.Unstructured) *guardRail
 		t.Fatal(err)
 	}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-secret-writer"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"*"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
 	}}
 	if _, err := g.admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
@@ -138,10 +148,10 @@ func (g *guardRails) waitTypeChecked(t *testing.T) {
 				return false, nil
 			}
 		}
-		return len(list.Items) == 5, nil
+		return len(list.Items) == len(controllerRails), nil
 	})
 	if err != nil {
-		t.Fatalf("the API server never type-checked the 5 policies: %v (%+v)", err, list)
+		t.Fatalf("the API server never type-checked the %d policies: %v (%+v)", len(controllerRails), err, list)
 	}
 	for _, p := range list.Items {
 		for _, w := range p.Status.TypeChecking.ExpressionWarnings {
@@ -183,6 +193,39 @@ func createSecret(what, name string, typ corev1.SecretType, owners ...metav1.Own
 	}}
 }
 
+// copyLabel marks keymount's copies (cluster/fanout.LabelCopy).
+const copyLabel = "fanout.keymount.io/copy"
+
+// createCopy is a request that creates Secret name as a fan-out copy (the
+// label), with owners.
+func createCopy(what, name string, owners ...metav1.OwnerReference) request {
+	return request{name: what, do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, OwnerReferences: owners,
+			Labels: map[string]string{copyLabel: "reflector"}}, StringData: map[string]string{"key": "value"}}
+		_, err := c.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: "keymount-controller"})
+		return err
+	}}
+}
+
+// configMap is a request that creates ConfigMap name with labels.
+func configMap(what, name string, labels map[string]string) request {
+	return request{name: what, do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Data: map[string]string{"k": "v"}}
+		_, err := c.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{FieldManager: "keymount-controller"})
+		return err
+	}}
+}
+
+// deleteObject is a request that deletes the Secret or ConfigMap name.
+func deleteObject(what, resource, name string) request {
+	return request{name: what, do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+		if resource == "configmaps" {
+			return c.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		}
+		return c.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	}}
+}
+
 // patchSecret is a request that merge-patches Secret name.
 func patchSecret(what, name, patch string) request {
 	return request{name: what, do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
@@ -221,10 +264,23 @@ func (g *guardRails) namespace(t *testing.T) string {
 	if _, err := g.admin.CoreV1().ServiceAccounts(ns.Name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []request{createSecret("db", "db", corev1.SecretTypeOpaque, secretSyncOwner("db")), createSecret("theirs", "theirs", corev1.SecretTypeOpaque)} {
+	for _, r := range []request{createSecret("db", "db", corev1.SecretTypeOpaque, secretSyncOwner("db")), createSecret("theirs", "theirs", corev1.SecretTypeOpaque),
+		configMap("theirs-cm", "theirs-cm", nil)} {
 		if err := r.do(ctx, g.admin, ns.Name); err != nil {
-			t.Fatalf("create Secret %s: %v", r.name, err)
+			t.Fatalf("create %s: %v", r.name, err)
 		}
+	}
+	// A manual mirror as reflector's users write it.
+	mirror := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mirror", Namespace: ns.Name,
+		Annotations: map[string]string{"reflector.v1.k8s.emberstack.com/reflects": "src/db"}}}
+	if _, err := g.admin.CoreV1().Secrets(ns.Name).Create(ctx, mirror, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A copy ktsstudio/mirrors wrote for its SecretMirror src/db.
+	byMirrors := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "by-mirrors", Namespace: ns.Name,
+		Annotations: map[string]string{"mirrors.kts.studio/owned-by": "src/db"}}}
+	if _, err := g.admin.CoreV1().Secrets(ns.Name).Create(ctx, byMirrors, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	return ns.Name
 }
@@ -244,6 +300,9 @@ const (
 	deniedDelete   = "keymount-controller never deletes Secrets"
 	deniedAud      = "only for one of the audiences it is configured with"
 	deniedTTL      = "only with expirationSeconds 600"
+	deniedCopyOwn  = "as a copy (label fanout.keymount.io/copy) with an owner reference"
+	deniedCopyOf   = "a copy: it did not write it"
+	deniedCM       = "keymount-controller writes and deletes only the ConfigMaps it copies"
 )
 
 // deniedRequests are the requests a guard rail refuses the controller, in
@@ -264,10 +323,19 @@ func deniedRequests() []denial {
 		{patchSecret("adding a second owner to its Secret", "db", `{"metadata":{"ownerReferences":[`+owner("db")+`,`+owner("other")+`]}}`), deniedOwner},
 		{patchSecret("taking over someone else's Secret", "theirs", `{"metadata":{"ownerReferences":[`+owner("theirs")+`]}}`), deniedTakeover},
 		{patchSecret("writing into someone else's Secret", "theirs", `{"stringData":{"key":"new"}}`), deniedOwner},
+		{patchSecret("making someone else's Secret a copy", "theirs", `{"metadata":{"labels":{"`+copyLabel+`":"reflector"}}}`), deniedCopyOf},
+		{createCopy("a copy with an owner", "owned-copy", secretSyncOwner("owned-copy")), deniedCopyOwn},
+		{configMap("a ConfigMap that is no copy", "plain-cm", nil), deniedCM},
+		{request{name: "labelling someone else's ConfigMap a copy", do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+			_, err := c.CoreV1().ConfigMaps(ns).Patch(ctx, "theirs-cm", types.MergePatchType,
+				[]byte(`{"metadata":{"labels":{"`+copyLabel+`":"reflector"}}}`), metav1.PatchOptions{})
+			return err
+		}}, deniedCopyOf},
 		{tokenRequest("a token for another audience", ttl(600), "other"), deniedAud},
 		{tokenRequest("a token for two audiences", ttl(600), policyAudience, "other"), deniedAud},
 		{tokenRequest("a token for an hour", ttl(3600), policyAudience), deniedTTL},
 		{tokenRequest("a token of the default lifetime", nil, policyAudience), deniedTTL},
+		{deleteObject("deleting someone else's ConfigMap", "configmaps", "theirs-cm"), deniedCM},
 		{request{name: "deleting its Secret", do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
 			return c.CoreV1().Secrets(ns).Delete(ctx, "db", metav1.DeleteOptions{})
 		}}, deniedDelete},
@@ -335,6 +403,15 @@ func testControllerAdmitted(t *testing.T, g *guardRails, ns string) {
 			return err
 		}},
 		tokenRequest("a token for the configured audience, for 600 s", new(int64(600)), policyAudience),
+		// Fan-out copies (cluster/fanout): created, updated, deleted; a
+		// reflector mirror and a copy of ktsstudio/mirrors made copies.
+		createCopy("creating a copy", "copy"),
+		patchSecret("updating a copy", "copy", `{"stringData":{"key":"new"}}`),
+		patchSecret("making a reflector mirror a copy", "mirror", `{"metadata":{"labels":{"`+copyLabel+`":"reflector"}},"stringData":{"k":"v"}}`),
+		patchSecret("making a copy mirrors wrote a copy", "by-mirrors", `{"metadata":{"labels":{"`+copyLabel+`":"mirror"}},"stringData":{"k":"v"}}`),
+		deleteObject("deleting a copy", "secrets", "copy"),
+		configMap("creating a ConfigMap copy", "cm-copy", map[string]string{copyLabel: "reflector"}),
+		deleteObject("deleting a ConfigMap copy", "configmaps", "cm-copy"),
 	}
 	for _, r := range admitted {
 		if err := r.do(ctx, g.controller, ns); err != nil {

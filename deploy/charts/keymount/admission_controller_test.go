@@ -11,7 +11,7 @@ import (
 
 // controllerRails are the names (after <fullname>-controller-) of
 // keymount-controller's admission policies, one per guard rail.
-var controllerRails = []string{"no-sa-tokens", "no-secret-deletes", "secret-owner", "secret-types", "token-requests"}
+var controllerRails = []string{"configmaps", "copies", "no-sa-tokens", "no-secret-deletes", "secret-owner", "secret-types", "token-requests"}
 
 // controllerPolicyNames returns the names of the policies (and bindings)
 // of keymount-controller that r renders.
@@ -70,11 +70,20 @@ func TestControllerPoliciesOptIn(t *testing.T) {
 	for _, name := range want {
 		p, b := r.policies[name], r.policyBinds[name]
 		conds := p.Spec.MatchConditions
-		if name == "km-controller-secret-owner" {
-			// The key of the controller's syncHash is its own Secret.
+		switch name {
+		case "km-controller-secret-owner":
+			// The key of the controller's syncHash is its own Secret; copies
+			// have their own rail.
 			hashKey := "!(request.namespace == '" + namespace + "' && object.metadata.name == 'keymount-controller-hash-key')"
-			if len(conds) != 2 || conds[1].Expression != hashKey {
-				t.Errorf("%s: matchConditions %+v, want the hash key excepted with %q", name, conds, hashKey)
+			notCopy := "!(has(object.metadata.labels) && 'fanout.keymount.io/copy' in object.metadata.labels)"
+			if len(conds) != 3 || conds[1].Expression != hashKey || conds[2].Expression != notCopy {
+				t.Errorf("%s: matchConditions %+v, want the hash key excepted with %q and copies with %q", name, conds, hashKey, notCopy)
+			}
+			conds = conds[:min(len(conds), 1)]
+		case "km-controller-copies":
+			copied := "has(object.metadata.labels) && 'fanout.keymount.io/copy' in object.metadata.labels"
+			if len(conds) != 2 || conds[1].Expression != copied {
+				t.Errorf("%s: matchConditions %+v, want copies only (%q)", name, conds, copied)
 			}
 			conds = conds[:min(len(conds), 1)]
 		}

@@ -83,7 +83,8 @@ func TestControllerMatchesKustomize(t *testing.T) {
 }
 
 // TestControllerRBAC: keymount-controller's ClusterRole grants exactly what
-// it uses (SecretSyncs, their status, classes, Secrets without delete,
+// it uses (SecretSyncs, their status, SecretMirrors, their finalizer and
+// status, classes, Secrets without delete,
 // service account tokens, events), no wildcard and no delete anywhere in
 // its roles; its Lease Role is in the release namespace; both are bound to
 // its ServiceAccount alone; and no rule of the driver's reaches it.
@@ -96,6 +97,9 @@ func TestControllerRBAC(t *testing.T) {
 	want := []rbacv1.PolicyRule{
 		{APIGroups: []string{"secret-sync.x-k8s.io"}, Resources: []string{"secretsyncs"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"secret-sync.x-k8s.io"}, Resources: []string{"secretsyncs/status"}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{"mirrors.kts.studio"}, Resources: []string{"secretmirrors"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		{APIGroups: []string{"mirrors.kts.studio"}, Resources: []string{"secretmirrors/status"}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{"mirrors.kts.studio"}, Resources: []string{"secretmirrors/finalizers"}, Verbs: []string{"update"}},
 		{APIGroups: []string{"secrets-store.csi.x-k8s.io"}, Resources: []string{"secretproviderclasses"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
@@ -118,7 +122,7 @@ func TestControllerRBAC(t *testing.T) {
 	}
 	// Its own role, the AWS provider's for that sidecar, restart on
 	// change's (restartOnChange.enabled).
-	others := []string{controllerName, releaseName + "-provider-aws", releaseName + "-restart-on-change"}
+	others := []string{controllerName, releaseName + "-provider-aws", releaseName + "-restart-on-change", fanoutRole}
 	for name, b := range r.bindings {
 		if boundTo(b.Subjects, controllerName) && !slices.Contains(others, b.RoleRef.Name) {
 			t.Errorf("binding %s gives the controller %s", name, b.RoleRef.Name)

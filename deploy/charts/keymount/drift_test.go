@@ -187,6 +187,8 @@ func TestDriverMatchesKustomize(t *testing.T) {
 		{name: "registrar-sidecar", values: map[string]any{"linux": map[string]any{"registrar": map[string]any{"enabled": true}}}, components: []string{"registrar-sidecar"}},
 		{name: "restart-on-change", values: map[string]any{"restartOnChange": map[string]any{"enabled": true}, "controller": map[string]any{"enabled": true}},
 			components: []string{"restart-on-change", "controller", "controller-admission"}},
+		{name: "fanout", values: map[string]any{"controller": map[string]any{"enabled": true, "fanout": map[string]any{"enabled": true}}},
+			components: []string{"controller", "controller-admission", "fanout"}},
 		{name: "token-audiences", values: map[string]any{"serviceAccountTokenInSecrets": false, "tokenRequests": awsAudiences}, components: []string{"token-audiences"}},
 		{name: "token-in-secrets", values: map[string]any{"tokenRequests": awsAudiences}, components: []string{"token-audiences", "token-in-secrets"}},
 		{name: "all components", values: map[string]any{

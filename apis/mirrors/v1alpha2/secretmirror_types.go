@@ -1,0 +1,223 @@
+package v1alpha2
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SourceType is where a SecretMirror reads: a Secret of its namespace or a
+// Vault path.
+// +kubebuilder:validation:Enum=secret;vault
+type SourceType string
+
+// The source types mirrors defines.
+const (
+	SourceTypeSecret SourceType = "secret"
+	SourceTypeVault  SourceType = "vault"
+)
+
+// DestinationType is where a SecretMirror writes: Secrets in the matching
+// namespaces or a Vault path.
+// +kubebuilder:validation:Enum=namespaces;vault
+type DestinationType string
+
+// The destination types mirrors defines.
+const (
+	DestinationTypeNamespaces DestinationType = "namespaces"
+	DestinationTypeVault      DestinationType = "vault"
+)
+
+// DeletePolicy says what happens to the copies when their SecretMirror is
+// deleted.
+// +kubebuilder:validation:Enum=delete;retain
+type DeletePolicy string
+
+// The delete policies mirrors defines.
+const (
+	// DeletePolicyDelete removes the copies with the SecretMirror (mirrors'
+	// default).
+	DeletePolicyDelete DeletePolicy = "delete"
+	// DeletePolicyRetain leaves them.
+	DeletePolicyRetain DeletePolicy = "retain"
+)
+
+// MirrorStatus is the state status.mirrorStatus reports.
+// +kubebuilder:validation:Enum=Pending;Active;Error
+type MirrorStatus string
+
+// The states mirrors reports.
+const (
+	// MirrorStatusPending: not synced yet (the source Secret is missing).
+	MirrorStatusPending MirrorStatus = "Pending"
+	// MirrorStatusActive: every matching namespace holds the copy.
+	MirrorStatusActive MirrorStatus = "Active"
+	// MirrorStatusError: a copy could not be written; status.message says why.
+	MirrorStatusError MirrorStatus = "Error"
+)
+
+// DefaultPollPeriodSeconds is the re-sync period of a SecretMirror without
+// pollPeriodSeconds: 3 minutes, as mirrors sets it.
+const DefaultPollPeriodSeconds = 180
+
+// SecretMirror copies a Secret of its namespace into every namespace whose
+// name matches one of spec.destination.namespaces, and keeps the copies in
+// step.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:storageversion
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Source Type",type=string,JSONPath=`.spec.source.type`
+// +kubebuilder:printcolumn:name="Source Name",type=string,JSONPath=`.spec.source.name`
+// +kubebuilder:printcolumn:name="Destination Type",type=string,JSONPath=`.spec.destination.type`
+// +kubebuilder:printcolumn:name="Delete Policy",type=string,JSONPath=`.spec.deletePolicy`
+// +kubebuilder:printcolumn:name="Poll Period",type=integer,JSONPath=`.spec.pollPeriodSeconds`
+// +kubebuilder:printcolumn:name="Mirror Status",type=string,JSONPath=`.status.mirrorStatus`
+// +kubebuilder:printcolumn:name="Last Sync Time",type=string,JSONPath=`.status.lastSyncTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type SecretMirror struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SecretMirrorSpec   `json:"spec,omitempty"`
+	Status SecretMirrorStatus `json:"status,omitempty"`
+}
+
+// SecretMirrorList is a list of SecretMirrors.
+//
+// +kubebuilder:object:root=true
+type SecretMirrorList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SecretMirror `json:"items"`
+}
+
+// SecretMirrorSpec says what to copy and where.
+type SecretMirrorSpec struct {
+	// source is the Secret to copy, always in the SecretMirror's namespace.
+	// +optional
+	Source SecretMirrorSource `json:"source,omitempty"`
+
+	// destination names the namespaces that receive the copy.
+	// +optional
+	Destination SecretMirrorDestination `json:"destination,omitempty"`
+
+	// deletePolicy: delete (the default) removes the copies keymount wrote
+	// when the SecretMirror is deleted; retain leaves them.
+	// +optional
+	DeletePolicy DeletePolicy `json:"deletePolicy,omitempty"`
+
+	// pollPeriodSeconds is the re-sync period (default 180). keymount also
+	// re-syncs at once when a namespace appears or a copy is edited.
+	// +optional
+	PollPeriodSeconds int64 `json:"pollPeriodSeconds,omitempty"`
+}
+
+// SecretMirrorSource is the Secret to copy.
+type SecretMirrorSource struct {
+	// type is secret (the default) or vault. keymount answers vault with
+	// mirrorStatus Error until its Vault provider lands.
+	// +optional
+	// +kubebuilder:default:=secret
+	Type SourceType `json:"type,omitempty"`
+
+	// name is the source Secret's name, and the copies' (default: the
+	// SecretMirror's name).
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// vault is mirrors' Vault source; accepted, not served yet.
+	// +optional
+	Vault *VaultSpec `json:"vault,omitempty"`
+}
+
+// SecretMirrorDestination names where the copies go.
+type SecretMirrorDestination struct {
+	// type is namespaces (the default) or vault. keymount answers vault with
+	// mirrorStatus Error until its Vault provider lands.
+	// +optional
+	// +kubebuilder:default:=namespaces
+	Type DestinationType `json:"type,omitempty"`
+
+	// namespaces are regular expressions (Go syntax, unanchored, as mirrors
+	// matches them): every namespace whose name matches one gets a copy.
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// vault is mirrors' Vault destination; accepted, not served yet.
+	// +optional
+	Vault *VaultSpec `json:"vault,omitempty"`
+
+	// namespaceRegex is v1alpha1's single regular expression, served the
+	// same way as one entry of namespaces.
+	// +optional
+	NamespaceRegex string `json:"namespaceRegex,omitempty"`
+
+	// namespace is v1alpha1's single namespace name (matched exactly).
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// VaultSpec is mirrors' Vault address, path and login. keymount stores it
+// and does not use it yet.
+type VaultSpec struct {
+	// +optional
+	Addr string `json:"addr,omitempty"`
+	// +optional
+	Path string `json:"path,omitempty"`
+	// auth is mirrors' login: approle or token. Other spellings mirrors'
+	// releases used (appRole, roleIdKey) are kept as sent.
+	// +optional
+	Auth *VaultAuth `json:"auth,omitempty"`
+}
+
+// VaultAuth is mirrors' Vault login.
+// +kubebuilder:pruning:PreserveUnknownFields
+type VaultAuth struct {
+	// +optional
+	AppRole *VaultAppRoleAuth `json:"approle,omitempty"`
+	// +optional
+	Token *VaultTokenAuth `json:"token,omitempty"`
+}
+
+// VaultAppRoleAuth is an AppRole login whose role and secret IDs are in a
+// Secret.
+type VaultAppRoleAuth struct {
+	// +optional
+	SecretRef *corev1.SecretReference `json:"secretRef,omitempty"`
+	// +optional
+	AppRolePath string `json:"appRolePath,omitempty"`
+	// +optional
+	RoleIDKey string `json:"roleIDKey,omitempty"`
+	// +optional
+	SecretIDKey string `json:"secretIDKey,omitempty"`
+}
+
+// VaultTokenAuth is a Vault token kept in a Secret.
+type VaultTokenAuth struct {
+	// +optional
+	SecretRef *corev1.SecretReference `json:"secretRef,omitempty"`
+	// +optional
+	TokenKey string `json:"tokenKey,omitempty"`
+}
+
+// SecretMirrorStatus is what keymount observed on its last sync.
+type SecretMirrorStatus struct {
+	// mirrorStatus is Pending, Active or Error, as mirrors reports it.
+	// +optional
+	// +kubebuilder:default:=Pending
+	MirrorStatus MirrorStatus `json:"mirrorStatus,omitempty"`
+
+	// lastSyncTime is when the copies were last found or made current.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+
+	// message explains mirrorStatus: the missing source, the namespaces
+	// whose copy could not be written and why (keymount's addition).
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// observedGeneration is the generation this status describes
+	// (keymount's addition).
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}

@@ -1,0 +1,98 @@
+package fanout
+
+import (
+	"bytes"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// kindOf names an object's kind for messages.
+func kindOf(o client.Object) string {
+	switch o.(type) {
+	case *corev1.Secret:
+		return "Secret"
+	case *corev1.ConfigMap:
+		return "ConfigMap"
+	}
+	return "object"
+}
+
+// newLike returns an empty object of o's type.
+func newLike(o client.Object) client.Object {
+	if _, ok := o.(*corev1.ConfigMap); ok {
+		return &corev1.ConfigMap{}
+	}
+	return &corev1.Secret{}
+}
+
+// sameContent reports whether two copies hold the same type and data
+// (a missing map equals an empty one).
+func sameContent(a, b client.Object) bool {
+	switch x := a.(type) {
+	case *corev1.Secret:
+		y, ok := b.(*corev1.Secret)
+		return ok && secretType(x.Type) == secretType(y.Type) && equalBytes(x.Data, y.Data)
+	case *corev1.ConfigMap:
+		y, ok := b.(*corev1.ConfigMap)
+		return ok && equalStrings(x.Data, y.Data) && equalBytes(x.BinaryData, y.BinaryData)
+	}
+	return false
+}
+
+// secretType is t with the API server's default.
+func secretType(t corev1.SecretType) corev1.SecretType {
+	if t == "" {
+		return corev1.SecretTypeOpaque
+	}
+	return t
+}
+
+func equalBytes(a, b map[string][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || !bytes.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalStrings(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+// missing returns the keys of have that want lacks.
+func missing[V any](have, want map[string]V) []string {
+	var out []string
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+const binaryPrefix = "binaryData/"
+
+func prefixed(_ string, keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = binaryPrefix + k
+	}
+	return out
+}
+
+func cutPrefix(k string) (string, bool) { return strings.CutPrefix(k, binaryPrefix) }

@@ -1,0 +1,198 @@
+//go:build integration
+
+package reflector_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/keymount/keymount/cluster/fanout"
+	"github.com/keymount/keymount/cluster/reflector"
+	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/tests/k8senv"
+)
+
+// eventually is how long a test waits for the controller.
+const eventually = 60 * time.Second
+
+// fixture is a real API server and the reflector reconcilers on it.
+type fixture struct {
+	cs kubernetes.Interface
+}
+
+func startFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctrl.SetLogger(klog.Background())
+	env := k8senv.Start(t, k8senv.Options{})
+	scheme, err := kube.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := fanout.NewCache(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c, Workers: 2}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return &fixture{cs: kubernetes.NewForConfigOrDie(env.Config)}
+}
+
+func (f *fixture) namespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	_, err := f.cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) relabel(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	ns, err := f.cs.CoreV1().Namespaces().Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels = labels
+	if _, err := f.cs.CoreV1().Namespaces().Update(t.Context(), ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// source creates a Secret in ns with data and reflector annotations.
+func (f *fixture) source(t *testing.T, ns, name string, data map[string]string, annotations map[string]string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations}, StringData: data}
+	out, err := f.cs.CoreV1().Secrets(ns).Create(t.Context(), s, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (f *fixture) update(t *testing.T, ns, name string, change func(*corev1.Secret)) *corev1.Secret {
+	t.Helper()
+	s, err := f.cs.CoreV1().Secrets(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(s)
+	out, err := f.cs.CoreV1().Secrets(ns).Update(t.Context(), s, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitFor polls the Secret ns/name until check passes (a nil Secret: it
+// does not exist); it fails the test with check's last message.
+func (f *fixture) waitFor(t *testing.T, ns, name string, check func(*corev1.Secret) error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
+		s, err := f.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			s, err = nil, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		last = check(s)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("Secret %s/%s: %v (%v)", ns, name, last, err)
+	}
+}
+
+// hasData: the Secret exists with exactly data.
+func hasData(data map[string]string) func(*corev1.Secret) error {
+	return func(s *corev1.Secret) error {
+		if s == nil {
+			return fmt.Errorf("missing, want data %v", data)
+		}
+		got := map[string]string{}
+		for k, v := range s.Data {
+			got[k] = string(v)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(data) {
+			return fmt.Errorf("data %v, want %v", got, data)
+		}
+		return nil
+	}
+}
+
+// absent: the Secret does not exist.
+func absent(s *corev1.Secret) error {
+	if s != nil {
+		return fmt.Errorf("exists (labels %v), want none", s.Labels)
+	}
+	return nil
+}
+
+// waitEvent waits for an event with reason about the object ns/name.
+func (f *fixture) waitEvent(t *testing.T, ns, name, reason string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
+		l, err := f.cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range l.Items {
+			if e.Reason == reason && e.Regarding.Name == name {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s event on %s/%s: %v", reason, ns, name, err)
+	}
+}
+
+func waitConfigMap(t *testing.T, f *fixture, ns, name string, check func(*corev1.ConfigMap) error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
+		c, err := f.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			c, err = nil, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		last = check(c)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("ConfigMap %s/%s: %v (%v)", ns, name, last, err)
+	}
+}

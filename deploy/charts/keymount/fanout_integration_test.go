@@ -1,0 +1,196 @@
+//go:build integration
+
+package keymount_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/keymount/keymount/cluster/fanout"
+	"github.com/keymount/keymount/cluster/reflector"
+	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/tests/k8senv"
+)
+
+// TestFanoutUnderGuardRails: the reflector reconcilers, acting as the
+// chart's controller ServiceAccount with the chart's guard rails in force,
+// create, update (server-side apply, dropped keys), adopt and delete
+// copies and keep a manual mirror, all admitted; a same-named Secret they
+// did not write stays untouched.
+func TestFanoutUnderGuardRails(t *testing.T) {
+	vals := map[string]any{"controller": map[string]any{"enabled": true, "fanout": map[string]any{"enabled": true},
+		"tokenRequestAudiences": []any{map[string]any{"audience": policyAudience}}}}
+	g, env := startGuardRailsEnv(t, controllerPolicies(t, vals))
+	ctx := t.Context()
+	g.waitInForce(t, g.namespace(t))
+	// The fan-out rules beyond the test's Secret rights: namespaces, events.
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-fanout"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}}
+	if _, err := g.admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-fanout"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controllerUser}}}
+	if _, err := g.admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"f-src", "f-1", "f-adopt", "f-theirs", "f-manual"} {
+		if _, err := g.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := func(ns, name string, annotations, data map[string]string) {
+		t.Helper()
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations}, Type: corev1.SecretTypeTLS,
+			StringData: map[string]string{corev1.TLSCertKey: "cert", corev1.TLSPrivateKeyKey: "key"}}
+		for k, v := range data {
+			s.StringData[k] = v
+		}
+		if _, err := g.admin.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: "someone"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret("f-theirs", "tls", nil, map[string]string{"mine": "keep"})
+	secret("f-adopt", "tls", map[string]string{reflector.AnnotationReflects: "f-src/tls", reflector.AnnotationAutoReflects: "True"},
+		map[string]string{"stale": "x"})
+	secret("f-manual", "mirror", map[string]string{reflector.AnnotationReflects: "f-src/tls"}, nil)
+	secret("f-src", "tls", map[string]string{
+		reflector.AnnotationAllowed: "true", reflector.AnnotationAutoEnabled: "true",
+		reflector.AnnotationAllowedNamespaces: "f-.*", reflector.AnnotationAutoNamespaces: "f-1,f-adopt,f-theirs",
+	}, map[string]string{"extra": "1"})
+
+	runReflector(t, env)
+	want := map[string]string{corev1.TLSCertKey: "cert", corev1.TLSPrivateKeyKey: "key", "extra": "1"}
+	for _, key := range [][2]string{{"f-1", "tls"}, {"f-adopt", "tls"}, {"f-manual", "mirror"}} {
+		waitSecret(t, g.admin, key[0], key[1], func(s *corev1.Secret) error { return dataIs(s, want) })
+	}
+	// The source loses a key: every copy drops it (a merge patch beside
+	// the apply), admitted.
+	src, err := g.admin.CoreV1().Secrets("f-src").Get(ctx, "tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(src.Data, "extra")
+	if _, err := g.admin.CoreV1().Secrets("f-src").Update(ctx, src, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "extra")
+	for _, key := range [][2]string{{"f-1", "tls"}, {"f-adopt", "tls"}, {"f-manual", "mirror"}} {
+		waitSecret(t, g.admin, key[0], key[1], func(s *corev1.Secret) error { return dataIs(s, want) })
+	}
+	waitSecret(t, g.admin, "f-theirs", "tls", func(s *corev1.Secret) error {
+		return dataIs(s, map[string]string{corev1.TLSCertKey: "cert", corev1.TLSPrivateKeyKey: "key", "mine": "keep"})
+	})
+	// The source goes: its automatic copies with it (deletes admitted),
+	// the manual mirror and the unowned Secret stay.
+	if err := g.admin.CoreV1().Secrets("f-src").Delete(ctx, "tls", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"f-1", "f-adopt"} {
+		waitSecret(t, g.admin, ns, "tls", func(s *corev1.Secret) error {
+			if s != nil {
+				return fmt.Errorf("still exists")
+			}
+			return nil
+		})
+	}
+	for _, key := range [][2]string{{"f-manual", "mirror"}, {"f-theirs", "tls"}} {
+		if _, err := g.admin.CoreV1().Secrets(key[0]).Get(ctx, key[1], metav1.GetOptions{}); err != nil {
+			t.Errorf("%s/%s after the source's deletion: %v, want it kept", key[0], key[1], err)
+		}
+	}
+}
+
+// startGuardRailsEnv is startGuardRails, also returning the environment.
+func startGuardRailsEnv(t *testing.T, objs []*unstructured.Unstructured) (*guardRails, *k8senv.Env) {
+	t.Helper()
+	var env *k8senv.Env
+	g := startGuardRailsWith(t, objs, func(e *k8senv.Env) { env = e })
+	return g, env
+}
+
+// runReflector starts the reflector reconcilers as the controller's
+// ServiceAccount, until the test ends.
+func runReflector(t *testing.T, env *k8senv.Env) {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: controllerUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+	scheme, err := kube.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0", Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := fanout.NewCache(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+func dataIs(s *corev1.Secret, want map[string]string) error {
+	if s == nil {
+		return fmt.Errorf("missing")
+	}
+	got := map[string]string{}
+	for k, v := range s.Data {
+		got[k] = string(v)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		return fmt.Errorf("data %v, want %v", got, want)
+	}
+	return nil
+}
+
+// waitSecret polls ns/name (nil: it does not exist) until check passes.
+func waitSecret(t *testing.T, cs kubernetes.Interface, ns, name string, check func(*corev1.Secret) error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			s, err = nil, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		last = check(s)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("Secret %s/%s: %v (%v)", ns, name, last, err)
+	}
+}
