@@ -51,6 +51,12 @@ type Options struct {
 	HashKey []byte
 	// Recorder records the events; the manager's, for EventSource, when nil.
 	Recorder record.EventRecorder
+	// SecretCache, when set, is the cache the Secret reconciler reads and
+	// watches synced Secrets in, instead of a cache of its own: it must
+	// hold the Secrets labelled SyncLabel with AnnotateSecret applied
+	// under HashKey (keymount-controller shares the SecretSync
+	// reconciler's cache, so each synced Secret is watched and held once).
+	SecretCache cache.Cache
 }
 
 // workloadAccess are the rules both reconcilers need (deploy/components/
@@ -85,7 +91,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 			" (chart: restartOnChange.enabled) to turn it on", "refused", refused)
 		return nil
 	}
-	c, err := newCache(mgr, opts.HashKey)
+	c, err := newCache(mgr, opts.HashKey, opts.SecretCache == nil)
 	if err != nil {
 		return err
 	}
@@ -111,9 +117,13 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if err != nil || len(opts.HashKey) == 0 {
 		return err
 	}
-	sr := &secretReconciler{cache: c, r: r, clk: clock.RealClock{}, seen: map[types.NamespacedName]secretSeen{}}
+	secrets := opts.SecretCache
+	if secrets == nil {
+		secrets = c
+	}
+	sr := &secretReconciler{secrets: secrets, cache: c, r: r, clk: clock.RealClock{}, seen: map[types.NamespacedName]secretSeen{}}
 	return ctrl.NewControllerManagedBy(mgr).Named("restart-secret").WithOptions(copts).
-		WatchesRawSource(source.Kind(c, &corev1.Secret{}, &handler.TypedEnqueueRequestForObject[*corev1.Secret]{})).
+		WatchesRawSource(source.Kind(secrets, &corev1.Secret{}, &handler.TypedEnqueueRequestForObject[*corev1.Secret]{})).
 		WatchesRawSource(source.Kind(c, &appsv1.Deployment{}, handler.TypedEnqueueRequestsFromMapFunc(consumed[*appsv1.Deployment]))).
 		WatchesRawSource(source.Kind(c, &appsv1.StatefulSet{}, handler.TypedEnqueueRequestsFromMapFunc(consumed[*appsv1.StatefulSet]))).
 		WatchesRawSource(source.Kind(c, &appsv1.DaemonSet{}, handler.TypedEnqueueRequestsFromMapFunc(consumed[*appsv1.DaemonSet]))).
@@ -131,9 +141,9 @@ func consumed[T client.Object](_ context.Context, w T) []reconcile.Request {
 }
 
 // newCache returns the reconcilers' own cache, every type trimmed as it
-// enters (trimPodStatus, trimWorkload, secretTrimmer), Secrets only with
-// SyncLabel; workloads and Secrets only with a key.
-func newCache(mgr ctrl.Manager, key []byte) (cache.Cache, error) {
+// enters (trimPodStatus, trimWorkload, secretTrimmer), Secrets (when
+// withSecrets) only with SyncLabel; workloads and Secrets only with a key.
+func newCache(mgr ctrl.Manager, key []byte, withSecrets bool) (cache.Cache, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, secretsstorev1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -148,7 +158,9 @@ func newCache(mgr ctrl.Manager, key []byte) (cache.Cache, error) {
 		if err != nil {
 			return nil, err
 		}
-		byObject[&corev1.Secret{}] = cache.ByObject{Label: labels.NewSelector().Add(*synced), Transform: secretTrimmer(key)}
+		if withSecrets {
+			byObject[&corev1.Secret{}] = cache.ByObject{Label: labels.NewSelector().Add(*synced), Transform: secretTrimmer(key)}
+		}
 		for _, w := range []client.Object{&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}} {
 			byObject[w] = cache.ByObject{Transform: trimWorkload}
 		}

@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/keymount/keymount/cluster/restart"
+	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/tests/k8senv"
 )
@@ -32,15 +34,33 @@ func startAPIWithCRDs(t *testing.T) *apps {
 // as cfg until the test ends (no leader election, no listener).
 func startController(t *testing.T, cfg *rest.Config, opts restart.Options) {
 	t.Helper()
+	startControllerSharing(t, cfg, opts, false)
+}
+
+// startControllerSharing starts the controller; with shared, as
+// keymount-controller runs it: synced Secrets read in the manager's cache,
+// configured as the SecretSync reconciler configures it and annotated by
+// restart.AnnotateSecret (Options.SecretCache).
+func startControllerSharing(t *testing.T, cfg *rest.Config, opts restart.Options, shared bool) {
+	t.Helper()
 	scheme, err := kube.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-	})
+	mopts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
+	if shared {
+		key := opts.HashKey
+		mopts.Cache, err = syncctl.CacheOptions(func(s *corev1.Secret) { restart.AnnotateSecret(key, s, s) })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), mopts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if shared {
+		opts.SecretCache = mgr.GetCache()
 	}
 	if err := restart.SetupWithManager(mgr, opts); err != nil {
 		t.Fatalf("SetupWithManager: %v", err)

@@ -89,14 +89,31 @@ func secretTrimmer(key []byte) func(any) (any, error) {
 		if !ok {
 			return obj, nil
 		}
-		annotations := map[string]string{contentAnnotation: SecretAnnotationValue(key, s.Type, s.Data)}
-		if w := lastWrite(s); !w.IsZero() {
-			annotations[writtenAnnotation] = w.UTC().Format(time.RFC3339)
-		}
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
-			Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion, Annotations: annotations,
-		}}, nil
+		t := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+			Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
+		}}
+		AnnotateSecret(key, s, t)
+		return t, nil
 	}
+}
+
+// AnnotateSecret sets on dst, a cached copy of the synced Secret src (it may
+// be src itself), the two annotations the Secret reconciler reads in place
+// of the data and the managedFields: the keyed digest of src's content and
+// the time of its last write. For a cache shared with another reader
+// (Options.SecretCache): call it in that cache's transform before the
+// data or the managedFields are trimmed. The annotations exist in the
+// cache only; a cached Secret is never written back.
+func AnnotateSecret(key []byte, src, dst *corev1.Secret) {
+	annotations := dst.Annotations // dst is the cache's own: set in place
+	if annotations == nil {
+		annotations = make(map[string]string, 2)
+	}
+	annotations[contentAnnotation] = SecretAnnotationValue(key, src.Type, src.Data)
+	if w := lastWrite(src); !w.IsZero() {
+		annotations[writtenAnnotation] = w.UTC().Format(time.RFC3339)
+	}
+	dst.Annotations = annotations
 }
 
 // lastWrite is the latest time of s's managedFields: when the API server
@@ -122,9 +139,10 @@ type secretSeen struct {
 // secretReconciler restarts the opted-in workloads that consume a synced
 // Secret whose content changed.
 type secretReconciler struct {
-	cache client.Reader // trimmed Secrets and workloads
-	r     *Restarter
-	clk   clock.PassiveClock
+	secrets client.Reader // Secrets annotated by AnnotateSecret
+	cache   client.Reader // trimmed workloads
+	r       *Restarter
+	clk     clock.PassiveClock
 
 	mu   sync.Mutex
 	seen map[types.NamespacedName]secretSeen
@@ -163,7 +181,7 @@ func (s *secretReconciler) forget(key types.NamespacedName) {
 // dates them): the pods of a later one started with the new content.
 func (s *secretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	sec := &corev1.Secret{}
-	if err := s.cache.Get(ctx, req.NamespacedName, sec); err != nil {
+	if err := s.secrets.Get(ctx, req.NamespacedName, sec); err != nil {
 		if apierrors.IsNotFound(err) {
 			s.forget(req.NamespacedName)
 			return ctrl.Result{}, nil

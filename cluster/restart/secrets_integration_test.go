@@ -137,6 +137,12 @@ func (f *secretFixture) restarts(t *testing.T, d *appsv1.Deployment) int {
 // for it, but is for the next one, which rolls the first Deployment once
 // more.
 func TestSecretRestartOncePerChange(t *testing.T) {
+	t.Run("own cache", func(t *testing.T) { testSecretRestartOncePerChange(t, false) })
+	// As keymount-controller runs it: the SecretSync reconciler's cache.
+	t.Run("shared cache", func(t *testing.T) { testSecretRestartOncePerChange(t, true) })
+}
+
+func testSecretRestartOncePerChange(t *testing.T, shared bool) {
 	a := startAPIWithCRDs(t)
 	f := &secretFixture{a: a, ns: a.namespace(t)}
 	f.secret(t, "canary", true, "canary-0")
@@ -147,7 +153,7 @@ func TestSecretRestartOncePerChange(t *testing.T) {
 	volume := f.consumer(t, "volume", "db-creds", "volume", true)
 	plain := f.consumer(t, "plain", "db-creds", "envFrom", false)
 	ignored := f.consumer(t, "ignored", "own", "envFrom", true)
-	startController(t, a.env.Config, restart.Options{HashKey: testHashKey})
+	startControllerSharing(t, a.env.Config, restart.Options{HashKey: testHashKey}, shared)
 	f.roundTrip(t)
 	key := restart.SecretAnnotationKey("db-creds")
 	if key != "keymount.io/rollout-secret-db-creds" {

@@ -1,6 +1,8 @@
 package syncctl
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -24,6 +26,80 @@ type content struct {
 	data        map[string][]byte
 	labels      map[string]string
 	annotations map[string]string
+}
+
+// digestPrefix starts every data value of a Secret in the controller's
+// cache: the cache holds a SHA-256 digest of each value, not the value
+// (trimSecret), so that 10,000 synced Secrets cost their metadata only. A
+// digest is compared with digests only.
+var digestPrefix = []byte("\x00keymount-sha256:")
+
+// digest is the cached form of a Secret data value.
+func digest(v []byte) []byte {
+	if isDigest(v) {
+		return v
+	}
+	sum := sha256.Sum256(v)
+	return append(bytes.Clone(digestPrefix), sum[:]...)
+}
+
+func isDigest(v []byte) bool {
+	return len(v) == len(digestPrefix)+sha256.Size && bytes.HasPrefix(v, digestPrefix)
+}
+
+// digested is c with every data value replaced by its digest: the form to
+// compare with a cached Secret's content and to hash into syncHash.
+func (c *content) digested() *content {
+	d := *c
+	d.data = make(map[string][]byte, len(c.data))
+	for k, v := range c.data {
+		d.data[k] = digest(v)
+	}
+	return &d
+}
+
+// trimSecret is the cache's transform of Secrets: no managedFields, and
+// every data value replaced by its digest. Idempotent (the informer may
+// hand it an object it already trimmed). A Secret from the cache must
+// never be written back: the controller writes Secrets by server-side
+// apply of the content it builds.
+func trimSecret(obj any) (any, error) {
+	return secretTransform(nil)(obj)
+}
+
+// secretTransform is trimSecret, calling annotate first on a Secret not
+// trimmed yet (one whose data values are not all digests).
+func secretTransform(annotate func(*corev1.Secret)) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		s, ok := obj.(*corev1.Secret)
+		if !ok {
+			return obj, nil
+		}
+		if annotate != nil && !trimmed(s) {
+			annotate(s)
+		}
+		digestSecret(s)
+		internSecret(s)
+		return s, nil
+	}
+}
+
+// trimmed reports whether s went through trimSecret: it has data, all
+// digests. (A Secret without data is the same trimmed or not.)
+func trimmed(s *corev1.Secret) bool {
+	for _, v := range s.Data {
+		if !isDigest(v) {
+			return false
+		}
+	}
+	return len(s.Data) > 0
+}
+
+func digestSecret(s *corev1.Secret) {
+	s.ManagedFields = nil
+	for k, v := range s.Data {
+		s.Data[k] = digest(v)
+	}
 }
 
 // secretType is spec.secretObject.type; Opaque when empty (the CRD requires
@@ -88,7 +164,8 @@ func describe(byPath map[string][]byte) string {
 // currentContent is the part of an existing Secret that spec.secretObject
 // describes: its type, the target keys, the labels and annotations the
 // spec names (others' keys are not the controller's business). A key the
-// Secret lacks is left out, so the hash differs.
+// Secret lacks is left out, so the hash differs. s is trimmed (trimSecret):
+// its data values, and so the content's, are digests.
 func currentContent(ss *secretsyncv1alpha1.SecretSync, s *corev1.Secret) *content {
 	c := &content{typ: s.Type, data: map[string][]byte{}, labels: map[string]string{}, annotations: map[string]string{}}
 	for _, d := range ss.Spec.SecretObject.Data {

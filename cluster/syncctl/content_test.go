@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,9 +71,12 @@ func TestHashCoversSourcesAndContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := h.Sum(hashContent(ss, class, c))
+	base := h.Sum(hashContent(ss, class, c.digested()))
 	secret := &corev1.Secret{Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"k": []byte("v1"), "other": []byte("x")},
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{ss1.LabelSecretSync: "", "foreign": "y"}}}
+	if _, err := trimSecret(secret); err != nil { // as the cache holds it
+		t.Fatal(err)
+	}
 	if got := h.Sum(hashContent(ss, class, currentContent(ss, secret))); got != base {
 		t.Errorf("the hash of the Secret as written differs from the hash of its content")
 	}
@@ -88,11 +92,49 @@ func TestHashCoversSourcesAndContent(t *testing.T) {
 		ss2, class2 := ss.DeepCopy(), class.DeepCopy()
 		c2, _ := desiredContent(ss2, files("a", "v1"))
 		mutate(ss2, class2, c2)
-		got := h.Sum(hashContent(ss2, class2, c2))
+		got := h.Sum(hashContent(ss2, class2, c2.digested()))
 		if got == base || slices.Contains(seen, got) {
 			t.Errorf("changing the %s left the hash unchanged", name)
 		}
 		seen = append(seen, got)
+	}
+}
+
+// TestTrimSecret: the cache keeps a digest of each value, never the value,
+// drops managedFields, and trimming twice changes nothing; equal values
+// have equal digests and different values different ones.
+func TestTrimSecret(t *testing.T) {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+		Data:       map[string][]byte{"a": []byte("hunter2"), "b": []byte("hunter2"), "c": []byte("other")},
+	}
+	if _, err := trimSecret(s); err != nil {
+		t.Fatal(err)
+	}
+	if s.ManagedFields != nil {
+		t.Errorf("managedFields kept: %v", s.ManagedFields)
+	}
+	for k, v := range s.Data {
+		if !isDigest(v) || strings.Contains(string(v), "hunter2") || strings.Contains(string(v), "other") {
+			t.Errorf("data[%s] = %q, want a digest without the value", k, v)
+		}
+	}
+	if string(s.Data["a"]) != string(s.Data["b"]) || string(s.Data["a"]) == string(s.Data["c"]) {
+		t.Errorf("digests do not follow the values: %q %q %q", s.Data["a"], s.Data["b"], s.Data["c"])
+	}
+	once := string(s.Data["a"])
+	if _, err := trimSecret(s); err != nil {
+		t.Fatal(err)
+	}
+	if string(s.Data["a"]) != once {
+		t.Errorf("trimming twice changed the digest")
+	}
+	if got, err := trimSecret("not a secret"); err != nil || got != "not a secret" {
+		t.Errorf("trimSecret(other type) = %v, %v; want it unchanged", got, err)
+	}
+	want := &content{data: map[string][]byte{"a": []byte("hunter2")}}
+	if d := want.digested(); string(d.data["a"]) != once || string(want.data["a"]) != "hunter2" {
+		t.Errorf("digested() = %q (want the cached digest) and must leave the original alone (%q)", d.data["a"], want.data["a"])
 	}
 }
 
@@ -105,5 +147,53 @@ func TestChangedKeys(t *testing.T) {
 	}
 	if got := describeChange(added, changed, removed); got != "changed keys b; added keys d; removed keys c" {
 		t.Errorf("describeChange = %q", got)
+	}
+}
+
+// TestTrimObject: the cache keeps neither managedFields nor kubectl's
+// last-applied-configuration, and every other annotation (the rotation
+// annotations live there).
+func TestTrimObject(t *testing.T) {
+	ss := &ss1.SecretSync{ObjectMeta: metav1.ObjectMeta{
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+		Annotations: map[string]string{
+			corev1.LastAppliedConfigAnnotation: `{"kind":"SecretSync"}`, "keymount.io/rotation-policy": "OnDemand",
+		},
+	}}
+	for range 2 { // idempotent
+		if _, err := trimObject(ss); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ss.ManagedFields != nil {
+		t.Errorf("managedFields kept")
+	}
+	if _, ok := ss.Annotations[corev1.LastAppliedConfigAnnotation]; ok || ss.Annotations["keymount.io/rotation-policy"] != "OnDemand" {
+		t.Errorf("annotations = %v, want only keymount.io/rotation-policy", ss.Annotations)
+	}
+}
+
+// TestInternedStrings: two cached SecretSyncs share one copy of the strings
+// that repeat across objects, and keep their values.
+func TestInternedStrings(t *testing.T) {
+	mk := func() *ss1.SecretSync {
+		ss := spec("Opaque", "obj", "value")
+		ss.Namespace = strings.Clone("team-a")
+		ss.Status.Conditions = []metav1.Condition{{Type: strings.Clone("Ready"), Status: "True", Reason: strings.Clone("SecretUpToDate"), Message: strings.Clone(ss1.MessageSecretUpToDate)}}
+		return ss
+	}
+	a, b := mk(), mk()
+	for _, ss := range []*ss1.SecretSync{a, b} {
+		if _, err := trimObject(ss); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	if !same(a.Namespace, b.Namespace) || !same(a.Status.Conditions[0].Message, b.Status.Conditions[0].Message) ||
+		!same(a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason) {
+		t.Errorf("repeated strings not shared between cached objects")
+	}
+	if a.Namespace != "team-a" || a.Status.Conditions[0].Message != ss1.MessageSecretUpToDate || a.Spec.SecretObject.Data[0].TargetKey != "value" {
+		t.Errorf("interning changed values: %+v", a)
 	}
 }

@@ -30,7 +30,8 @@
 // # When it syncs
 //
 // status.syncHash is an HMAC (Hasher) of what the Secret was written from:
-// its type, data, the labels and annotations of spec.secretObject, the
+// its type, the SHA-256 digest of each data value (the cache holds Secrets
+// with digests in place of values, so the hash is taken over them), the labels and annotations of spec.secretObject, the
 // SecretSync's UID and forceSynchronization, the class's UID and
 // generation. Each reconcile recomputes it from the cached Secret; a
 // mismatch (the Secret was edited or deleted, the class changed,

@@ -91,7 +91,7 @@ func startFixture(t *testing.T, cfg syncctl.Config) *fixture {
 
 	const controllerNS = "keymount-system"
 	f.namespace(t, controllerNS)
-	cacheOpts, err := syncctl.CacheOptions()
+	cacheOpts, err := syncctl.CacheOptions(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

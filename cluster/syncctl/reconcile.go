@@ -122,6 +122,7 @@ func (r *Reconciler) ownSecret(ctx context.Context, ss *ss1.SecretSync) (*corev1
 	err := r.Client.Get(ctx, key, &s)
 	if apierrors.IsNotFound(err) {
 		err = r.Live.Get(ctx, key, &s)
+		_, _ = trimSecret(&s) // as the cache holds it
 	}
 	switch {
 	case apierrors.IsNotFound(err):

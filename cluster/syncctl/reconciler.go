@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -97,23 +98,50 @@ func New(cfg Config, deps Deps) (*Reconciler, error) {
 // CacheOptions are the manager cache options the reconciler needs: Secrets
 // carrying secretsyncv1alpha1.LabelSecretSync only (every Secret the
 // controller writes carries it), so the cache does not grow with the
-// cluster's other Secrets; SecretSyncs and classes in full. No object keeps
+// cluster's other Secrets, each data value replaced by its digest
+// (trimSecret); SecretSyncs and classes in full. No object keeps
 // its managedFields in the cache: the reconciler never reads them (the
 // Secret is written by server-side apply, the status by an update that
 // leaves them to the server), and they are a large part of a cached
 // SecretSync or Secret (tests/bench BenchmarkController measures the
 // controller's memory).
-func CacheOptions() (cache.Options, error) {
+//
+// annotate, when not nil, is called on each Secret as it enters the cache,
+// before its data and managedFields are trimmed, to record in it what
+// another reader of the same cache needs of them (restart.AnnotateSecret).
+func CacheOptions(annotate func(*corev1.Secret)) (cache.Options, error) {
 	owned, err := labels.NewRequirement(secretsyncv1alpha1.LabelSecretSync, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, err
 	}
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Label: labels.NewSelector().Add(*owned)},
+			&corev1.Secret{}: {Label: labels.NewSelector().Add(*owned), Transform: secretTransform(annotate)},
 		},
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: trimObject,
 	}, nil
+}
+
+// trimObject is the cache's transform of SecretSyncs and classes: no
+// managedFields, no kubectl.kubernetes.io/last-applied-configuration
+// annotation (a copy of the whole manifest that kubectl apply and Argo CD
+// leave on every object; the reconciler never reads it, and a SecretSync's
+// status is written through the status subresource, which ignores
+// metadata); a SecretSync's repeated strings interned. Idempotent.
+func trimObject(obj any) (any, error) {
+	if ss, ok := obj.(*secretsyncv1alpha1.SecretSync); ok {
+		internSecretSync(ss)
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a != nil {
+			if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
+				delete(a, corev1.LastAppliedConfigAnnotation)
+				o.SetAnnotations(a)
+			}
+		}
+	}
+	return obj, nil
 }
 
 // classIndex indexes SecretSyncs by spec.secretProviderClassName.

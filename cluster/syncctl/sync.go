@@ -34,7 +34,8 @@ const (
 
 // synced is a successful sync.
 type synced struct {
-	// written is the content applied; nil when the Secret already held it.
+	// written is the content applied, as digests; nil when the Secret
+	// already held it.
 	written *content
 	// old is the Secret's content before; nil when it was created.
 	old     *content
@@ -81,17 +82,19 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, class *secret
 		klog.ErrorS(err, "no syncHash key", "secretSync", klog.KObj(ss))
 		return nil, newFailure(created, ss1.ReasonControllerSyncError, ResultHash, "%s", ss1.MessageHashFailed)
 	}
-	out := &synced{hash: h.Sum(hashContent(ss, class, want)), objects: objectsOf(resp.GetObjectVersion())}
+	// Compared and hashed as digests, the form of the cached Secret.
+	wantDigests := want.digested()
+	out := &synced{hash: h.Sum(hashContent(ss, class, wantDigests)), objects: objectsOf(resp.GetObjectVersion())}
 	if existing != nil {
 		out.old = currentContent(ss, existing)
-		if out.old.equal(want) && ownedOnly(ss, existing) {
+		if out.old.equal(wantDigests) && ownedOnly(ss, existing) {
 			return out, nil
 		}
 	}
 	if err := r.apply(ctx, ss, existing, want); err != nil {
 		return nil, newFailure(created, ss1.ReasonControllerPatchError, ResultApply, ss1.MessageFormatPatchFailed, ss.Name, err)
 	}
-	out.written = want
+	out.written = wantDigests
 	return out, nil
 }
 

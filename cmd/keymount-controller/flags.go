@@ -45,6 +45,7 @@ type config struct {
 	leaderElectionNamespace string
 	metricsAddr             string
 	probeAddr               string
+	pprofAddr               string
 	kubeQPS                 float64
 	kubeBurst               int
 	// enableFanout is --enable-fanout: copy Secrets and ConfigMaps across
@@ -87,6 +88,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (*c
 	fs.StringVar(&cfg.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: --namespace)")
 	fs.StringVar(&cfg.metricsAddr, "metrics-bind-address", defaultMetricsAddr, "address of the /metrics endpoint; 0 turns it off")
 	fs.StringVar(&cfg.probeAddr, "health-probe-bind-address", defaultProbeAddr, "address of the /healthz and /readyz endpoints; 0 turns them off")
+	fs.StringVar(&cfg.pprofAddr, "pprof-bind-address", "", "address of the Go pprof endpoints (/debug/pprof/), for diagnosing memory and CPU; empty or 0 turns them off (the default: profiles show object names, so bind it to loopback)")
 	fs.Float64Var(&cfg.kubeQPS, "kube-api-qps", 50, "API requests per second the controller may send")
 	fs.IntVar(&cfg.kubeBurst, "kube-api-burst", 100, "API requests the controller may send at once")
 	fs.BoolVar(&cfg.enableFanout, "enable-fanout", false, "copy Secrets and ConfigMaps across namespaces as reflector's annotations ask (needs the fan-out RBAC: chart controller.fanout.enabled)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -31,11 +32,16 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := newManager(cfg, rc)
+	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	hashes, err := synchash.NewKeySource(cs, cfg.namespace)
+	if err != nil {
+		return err
+	}
+	restartKey := restartHashKey(ctx, hashes)
+	mgr, err := newManager(cfg, rc, restartKey)
 	if err != nil {
 		return err
 	}
@@ -47,10 +53,6 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	defer func() { _ = providers.Close() }()
 	toks, err := tokens.NewManager(cs, tokens.Config{})
-	if err != nil {
-		return err
-	}
-	hashes, err := synchash.NewKeySource(cs, cfg.namespace)
 	if err != nil {
 		return err
 	}
@@ -68,7 +70,9 @@ func run(ctx context.Context, cfg *config) error {
 	if err := r.SetupWithManager(ctx, mgr, cfg.workers); err != nil {
 		return err
 	}
-	if err := setupRestart(ctx, mgr, hashes); err != nil {
+	// Secret restarts read the synced Secrets in the reconciler's cache,
+	// annotated for them as they enter it (newManager).
+	if err := restart.SetupWithManager(mgr, restart.Options{HashKey: restartKey, SecretCache: mgr.GetCache()}); err != nil {
 		return err
 	}
 	if cfg.enableFanout {
@@ -87,19 +91,16 @@ func run(ctx context.Context, cfg *config) error {
 // syncHash key itself.
 const restartKeyLabel = "keymount.io/restart-on-change/v1"
 
-// setupRestart adds restart on change (cluster/restart): workloads
-// annotated keymount.io/restart-on-change restarted when a mounted volume
-// or a SecretSync's Secret they consume changes.
-func setupRestart(ctx context.Context, mgr ctrl.Manager, hashes *synchash.KeySource) error {
-	opts := restart.Options{}
+// restartHashKey is the key of restart on change's Secret digests, derived
+// from the syncHash key (restartKeyLabel); nil, turning Secret restarts off
+// (volume restarts still run), when the syncHash key cannot be had.
+func restartHashKey(ctx context.Context, hashes *synchash.KeySource) []byte {
 	h, err := hashes.Hasher(ctx)
 	if err != nil {
-		// Volume restarts still run; Secret restarts need the key.
 		klog.ErrorS(err, "restart on change for synced Secrets off: no syncHash key")
-	} else {
-		opts.HashKey = []byte(h.Sum(&synchash.Content{Type: restartKeyLabel}))
+		return nil
 	}
-	return restart.SetupWithManager(mgr, opts)
+	return []byte(h.Sum(&synchash.Content{Type: restartKeyLabel}))
 }
 
 // setupFanout adds the fan-out reconcilers (--enable-fanout) on one shared
@@ -136,12 +137,16 @@ func restConfig(cfg *config) (*rest.Config, error) {
 // health probes, metrics, and a cache of SecretSyncs, classes and only the
 // Secrets carrying the SecretSync label, so memory does not grow with the
 // cluster's other Secrets.
-func newManager(cfg *config, rc *rest.Config) (ctrl.Manager, error) {
+func newManager(cfg *config, rc *rest.Config, restartKey []byte) (ctrl.Manager, error) {
 	scheme, err := kube.NewScheme()
 	if err != nil {
 		return nil, err
 	}
-	cacheOpts, err := syncctl.CacheOptions()
+	var annotate func(*corev1.Secret)
+	if len(restartKey) > 0 {
+		annotate = func(s *corev1.Secret) { restart.AnnotateSecret(restartKey, s, s) }
+	}
+	cacheOpts, err := syncctl.CacheOptions(annotate)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +154,7 @@ func newManager(cfg *config, rc *rest.Config) (ctrl.Manager, error) {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: cfg.metricsAddr},
 		HealthProbeBindAddress:  cfg.probeAddr,
+		PprofBindAddress:        cfg.pprofAddr,
 		LeaderElection:          cfg.leaderElect,
 		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: cfg.leaderElectionNamespace,

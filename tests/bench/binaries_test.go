@@ -50,20 +50,44 @@ func buildBinaries(b *testing.B, dir string) (driverBin, providerBin string) {
 // DaemonSet.
 func daemonSetContainer(b *testing.B) corev1.Container {
 	b.Helper()
-	data, err := os.ReadFile(daemonSetPath)
-	if err != nil {
-		b.Fatalf("read the DaemonSet: %v", err)
-	}
 	var ds appsv1.DaemonSet
-	if err := yaml.UnmarshalStrict(data, &ds); err != nil {
-		b.Fatalf("decode %s: %v", daemonSetPath, err)
+	readManifest(b, daemonSetPath, &ds)
+	return containerNamed(b, daemonSetPath, ds.Spec.Template.Spec, "keymount")
+}
+
+// controllerDeploymentPath is the shipped keymount-controller Deployment
+// (the kustomize component, kept equal to the chart's by drift_test.go).
+const controllerDeploymentPath = "../../deploy/components/controller/deployment.yaml"
+
+// controllerContainer returns the controller container of the shipped
+// keymount-controller Deployment.
+func controllerContainer(b *testing.B) corev1.Container {
+	b.Helper()
+	var d appsv1.Deployment
+	readManifest(b, controllerDeploymentPath, &d)
+	return containerNamed(b, controllerDeploymentPath, d.Spec.Template.Spec, "controller")
+}
+
+// readManifest decodes the YAML manifest at path into obj, strictly.
+func readManifest(b *testing.B, path string, obj any) {
+	b.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatalf("read %s: %v", path, err)
 	}
-	for _, c := range ds.Spec.Template.Spec.Containers {
-		if c.Name == "keymount" {
+	if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		b.Fatalf("decode %s: %v", path, err)
+	}
+}
+
+func containerNamed(b *testing.B, path string, spec corev1.PodSpec, name string) corev1.Container {
+	b.Helper()
+	for _, c := range spec.Containers {
+		if c.Name == name {
 			return c
 		}
 	}
-	b.Fatalf("%s has no keymount container", daemonSetPath)
+	b.Fatalf("%s has no %s container", path, name)
 	return corev1.Container{}
 }
 
@@ -102,11 +126,11 @@ func envValue(b *testing.B, c corev1.Container, e corev1.EnvVar) string {
 	}
 	ref := e.ValueFrom.ResourceFieldRef
 	if ref == nil || ref.Resource != "limits.memory" {
-		b.Fatalf("DaemonSet env %s: only a literal value or resourceFieldRef limits.memory is understood here", e.Name)
+		b.Fatalf("container %s env %s: only a literal value or resourceFieldRef limits.memory is understood here", c.Name, e.Name)
 	}
 	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
 	if !ok {
-		b.Fatalf("DaemonSet env %s comes from limits.memory, which the keymount container does not set", e.Name)
+		b.Fatalf("env %s comes from limits.memory, which container %s does not set", e.Name, c.Name)
 	}
 	divisor := int64(1)
 	if !ref.Divisor.IsZero() {

@@ -95,6 +95,44 @@ func (s syncCounts) failed() float64 {
 type controllerProc struct {
 	*child
 	metricsURL string
+	// pprofAddr is its --pprof-bind-address, "" when off.
+	pprofAddr string
+}
+
+// writeHeapProfile writes the controller's heap profile (after a
+// collection) to path; nothing when path is "".
+func (c *controllerProc) writeHeapProfile(b *testing.B, path string) {
+	b.Helper()
+	if path == "" {
+		return
+	}
+	if c.pprofAddr == "" {
+		b.Fatalf("$%s is set but the controller has no --pprof-bind-address", envHeapProfile)
+	}
+	req, err := http.NewRequestWithContext(b.Context(), http.MethodGet, "http://"+c.pprofAddr+"/debug/pprof/heap?gc=1", http.NoBody)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatalf("heap profile: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		b.Fatalf("heap profile: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("heap profile of the controller: %s (go tool pprof %s)", path, path)
 }
 
 // syncs scrapes the controller's sync counter.
