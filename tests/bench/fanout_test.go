@@ -119,6 +119,7 @@ func runFanoutBench(b *testing.B, bin string, namespaces, unrelated int, idle ti
 	r.waitQuiet(b, "the copies written")
 	idleCPU := r.cpuOver(b, idle)
 	rss10 := procMiB(b, r.ctrl.proc.Pid(), "VmRSS")
+	r.logRSS(b, "first reading")
 	c0 := r.cpu(b)
 	t0 := time.Now()
 	r.updateUnrelated(b, first)
@@ -132,6 +133,7 @@ func runFanoutBench(b *testing.B, bin string, namespaces, unrelated int, idle ti
 	idleCPU2 := r.cpuOver(b, idle)
 	rss50 := procMiB(b, r.ctrl.proc.Pid(), "VmRSS")
 	hwm := procMiB(b, r.ctrl.proc.Pid(), "VmHWM")
+	r.logRSS(b, "second reading")
 	r.ctrl.writeHeapProfile(b, os.Getenv(envHeapProfile))
 	if n := len(r.copies(b).Items); n != namespaces {
 		b.Errorf("%d copies at the end, want %d", n, namespaces)
@@ -289,6 +291,15 @@ func (r *fanoutRun) exited() error {
 	default:
 		return nil
 	}
+}
+
+// logRSS logs where the controller's resident pages are: the heap and
+// runtime (anonymous) and the binary's own pages (file-backed).
+func (r *fanoutRun) logRSS(b *testing.B, what string) {
+	b.Helper()
+	pid := r.ctrl.proc.Pid()
+	b.Logf("%s: VmRSS %.1f MiB = anonymous %.1f + file-backed %.1f (+ shmem)", what,
+		procMiB(b, pid, "VmRSS"), procMiB(b, pid, "RssAnon"), procMiB(b, pid, "RssFile"))
 }
 
 // cpu is the controller's CPU time so far.
