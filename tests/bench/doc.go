@@ -2,7 +2,11 @@
 // socket against the local provider with real tmpfs mounts, and
 // BenchmarkController: the keymount-controller binary with 10,000
 // SecretSyncs (KEYMOUNT_BENCH_SECRETSYNCS scales it down) against a real
-// API server, the local provider and the AWS provider on moto_server:
+// API server, the local provider and the AWS provider on moto_server, and
+// BenchmarkFanout: the controller with --enable-fanout copying one TLS
+// Secret into 1,000 namespaces among 10,000 and then 50,000 unrelated
+// Secrets (KEYMOUNT_BENCH_FANOUT_NAMESPACES and
+// KEYMOUNT_BENCH_FANOUT_UNRELATED scale it down):
 //
 //	go test -run '^$' -bench . -benchmem ./tests/bench
 //
