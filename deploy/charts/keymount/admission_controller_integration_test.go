@@ -455,14 +455,27 @@ func testNoSATokens(t *testing.T, g *guardRails, ns string) {
 }
 
 // waitInForce waits until the API server's admission has loaded the
-// policies: a dry run of the controller's delete of Secret db in ns shows
-// it.
+// policies: dry runs of the controller's delete of Secret db in ns, of a
+// ConfigMap that is no copy and of a copy with an owner show it.
 func (g *guardRails) waitInForce(t *testing.T, ns string) {
 	t.Helper()
 	var last error
+	dry := []string{metav1.DryRunAll}
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = g.controller.CoreV1().Secrets(ns).Delete(ctx, "db", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-		return last != nil && strings.Contains(last.Error(), deniedDelete), nil
+		last = g.controller.CoreV1().Secrets(ns).Delete(ctx, "db", metav1.DeleteOptions{DryRun: dry})
+		if last == nil || !strings.Contains(last.Error(), deniedDelete) {
+			return false, nil
+		}
+		// The fan-out rails, bound last, are loaded on their own.
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}
+		_, last = g.controller.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{DryRun: dry})
+		if last == nil || !strings.Contains(last.Error(), deniedCM) {
+			return false, nil
+		}
+		owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{copyLabel: "reflector"},
+			OwnerReferences: []metav1.OwnerReference{secretSyncOwner("probe")}}}
+		_, last = g.controller.CoreV1().Secrets(ns).Create(ctx, owned, metav1.CreateOptions{DryRun: dry})
+		return last != nil && strings.Contains(last.Error(), deniedCopyOwn), nil
 	})
 	if err != nil {
 		t.Fatalf("the policies never denied the controller's delete: %v (last answer: %v)", err, last)
