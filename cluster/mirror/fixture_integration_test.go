@@ -56,7 +56,7 @@ func startFixture(t *testing.T) *fixture {
 	if f.c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
-	cacheOpts, err := syncctl.CacheOptions()
+	cacheOpts, err := syncctl.CacheOptions(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

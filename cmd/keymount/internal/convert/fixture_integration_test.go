@@ -73,7 +73,7 @@ func startCluster(t *testing.T, endpoint, region string) *cluster {
 	serveAWS(t, env, sockDir, endpoint, region)
 	cl.namespace(t, controllerNS)
 
-	cacheOpts, err := syncctl.CacheOptions()
+	cacheOpts, err := syncctl.CacheOptions(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
