@@ -92,6 +92,11 @@ func TestAnyChangeChangesHash(t *testing.T) {
 		"sync generation":       func(c *Content) { c.SyncGeneration++ },
 		"force synchronization": func(c *Content) { c.ForceSynchronization = "2026-11-26" },
 		"uid to generation":     func(c *Content) { c.SyncUID, c.ClassUID = c.ClassUID, c.SyncUID },
+		"template added":        func(c *Content) { c.Templates = map[string]string{"keymount.io/template.k": "{{ .a }}"} },
+		"annotation to template": func(c *Content) {
+			delete(c.Annotations, "team")
+			c.Templates = map[string]string{"team": "a"}
+		},
 	}
 	base := h.Sum(baseContent())
 	seen := map[string]string{base: "base"}
@@ -211,5 +216,24 @@ func TestSecretContent(t *testing.T) {
 	renamed.Name = "other"
 	if h.Sum(SecretContent(renamed)) != h.Sum(want) {
 		t.Error("the Secret's name changes its content hash")
+	}
+}
+
+// TestNoTemplatesHashAsBefore: an empty Templates is left out of the
+// encoding, so a SecretSync without templates keeps the syncHash it had
+// before templates existed (no rewrite on upgrade).
+func TestNoTemplatesHashAsBefore(t *testing.T) {
+	h := hasher(t, 1)
+	c := baseContent()
+	before := h.Sum(c)
+	c.Templates = map[string]string{}
+	if got := h.Sum(c); got != before {
+		t.Errorf("an empty Templates changes the hash")
+	}
+	c.Templates = map[string]string{"keymount.io/template.k": "x"}
+	withOne := h.Sum(c)
+	c.Templates["keymount.io/template.k"] = "y"
+	if h.Sum(c) == withOne || withOne == before {
+		t.Errorf("the template text does not change the hash")
 	}
 }

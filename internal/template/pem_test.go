@@ -248,3 +248,23 @@ func TestJWK(t *testing.T) {
 		t.Error("jwkPublicKeyPem of bad JSON: nil error")
 	}
 }
+
+// TestPKCS12CertTrustStore: pkcs12cert reads an archive of certificates
+// without a key too.
+func TestPKCS12CertTrustStore(t *testing.T) {
+	root, inter, _ := chain(t)
+	pfx, err := pkcs12.Passwordless.EncodeTrustStore([]*x509.Certificate{root.cert, inter.cert}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Render("ts", `{{ pkcs12cert .p12 }}`, map[string][]byte{"p12": pfx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(commonNames(t, string(out)), ","); got != "intermediate,root" {
+		t.Errorf("pkcs12cert of a trust store = %s, want intermediate,root", got)
+	}
+	if _, err := Render("ts", `{{ pkcs12key .p12 }}`, map[string][]byte{"p12": pfx}); err == nil {
+		t.Error("pkcs12key of an archive without a key: nil error")
+	}
+}
