@@ -30,6 +30,10 @@ type Deps struct {
 	Copies cache.Cache
 	// Events records on SecretMirrors (the manager's recorder).
 	Events events.EventRecorder
+	// Writes, when set, writes the copies and reads, uncached, a
+	// same-named Secret in their way (reflector.Options.Writes); Client
+	// and Live when nil.
+	Writes client.Client
 }
 
 // Reconciler serves SecretMirrors.
@@ -50,9 +54,16 @@ func New(deps Deps) (*Reconciler, error) {
 	if deps.Client == nil || deps.Live == nil || deps.Copies == nil || deps.Events == nil {
 		return nil, errors.New("mirror: Client, Live, Copies and Events are required")
 	}
+	var (
+		writes     = deps.Client
+		writesLive = deps.Live
+	)
+	if deps.Writes != nil {
+		writes, writesLive = deps.Writes, deps.Writes
+	}
 	return &Reconciler{
 		client: deps.Client, live: deps.Live, events: deps.Events, copies: deps.Copies,
-		writer: fanout.Writer{Name: Writer, Client: deps.Client, Live: deps.Live, Events: deps.Events, Volatile: volatile},
+		writer: fanout.Writer{Name: Writer, Client: writes, Live: writesLive, Events: deps.Events, Volatile: volatile},
 	}, nil
 }
 

@@ -44,6 +44,12 @@ type Options struct {
 	Workers int
 	// Events records on sources and mirrors; the manager's when nil.
 	Events events.EventRecorder
+	// Writes, when set, writes the copies and reads, uncached, a
+	// same-named object in their way: a client with a rate limit of its
+	// own (keymount-controller's --fanout-kube-api-qps), so that a source
+	// copied into 1,000 namespaces is not held to the controller's. The
+	// manager's client and API reader when nil.
+	Writes client.Client
 }
 
 // Reconciler reflects the sources and manual mirrors of one Kind.
@@ -71,6 +77,13 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if opts.Workers <= 0 {
 		opts.Workers = 1
 	}
+	var (
+		writes     client.Client = mgr.GetClient()
+		writesLive client.Reader = mgr.GetAPIReader()
+	)
+	if opts.Writes != nil {
+		writes, writesLive = opts.Writes, opts.Writes
+	}
 	for _, k := range []Kind{Secrets, ConfigMaps} {
 		inf := fanout.NewSourceInformer(md, k.resource, func(m *metav1.PartialObjectMetadata) bool { return IsReflectorObject(m.Annotations) })
 		if err := inf.AddIndexers(toolscache.Indexers{indexReflects: reflectsIndex}); err != nil {
@@ -81,7 +94,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		}
 		r := &Reconciler{
 			kind: k, cache: opts.Cache, sources: inf, live: mgr.GetAPIReader(), events: opts.Events, clock: clock.RealClock{},
-			writer: &fanout.Writer{Name: WriterName, Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Events: opts.Events,
+			writer: &fanout.Writer{Name: WriterName, Client: writes, Live: writesLive, Events: opts.Events,
 				Volatile: []string{AnnotationReflectedAt}},
 		}
 		if err := r.setup(mgr, opts.Workers); err != nil {

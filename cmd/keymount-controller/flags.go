@@ -48,6 +48,10 @@ type config struct {
 	pprofAddr               string
 	kubeQPS                 float64
 	kubeBurst               int
+	// fanoutQPS and fanoutBurst limit the fan-out's copy writes, on a
+	// client of their own.
+	fanoutQPS   float64
+	fanoutBurst int
 	// enableFanout is --enable-fanout: copy Secrets and ConfigMaps across
 	// namespaces (reflector's annotations, SecretMirrors).
 	enableFanout bool
@@ -91,6 +95,8 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (*c
 	fs.StringVar(&cfg.pprofAddr, "pprof-bind-address", "", "address of the Go pprof endpoints (/debug/pprof/), for diagnosing memory and CPU; empty or 0 turns them off (the default: profiles show object names, so bind it to loopback)")
 	fs.Float64Var(&cfg.kubeQPS, "kube-api-qps", 50, "API requests per second the controller may send")
 	fs.IntVar(&cfg.kubeBurst, "kube-api-burst", 100, "API requests the controller may send at once")
+	fs.Float64Var(&cfg.fanoutQPS, "fanout-kube-api-qps", 500, "API requests per second the fan-out (--enable-fanout) may send to write copies, beside --kube-api-qps: one request a copy, so 1,000 namespaces take 2 s at 500")
+	fs.IntVar(&cfg.fanoutBurst, "fanout-kube-api-burst", 1000, "copy writes the fan-out may send at once")
 	fs.BoolVar(&cfg.enableFanout, "enable-fanout", false, "copy Secrets and ConfigMaps across namespaces as reflector's annotations and mirrors.kts.studio SecretMirrors ask (needs the fan-out RBAC: chart controller.fanout.enabled)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -119,6 +125,8 @@ func (c *config) check() error {
 		return fmt.Errorf("--max-call-recv-msg-size %d: use a positive size in bytes", c.maxRecvMsgSize)
 	case c.providerTimeout <= 0:
 		return fmt.Errorf("--provider-timeout %s: use a positive duration", c.providerTimeout)
+	case c.fanoutQPS <= 0 || c.fanoutBurst <= 0:
+		return fmt.Errorf("--fanout-kube-api-qps %g and --fanout-kube-api-burst %d: use positive values", c.fanoutQPS, c.fanoutBurst)
 	case c.workers <= 0:
 		return fmt.Errorf("--workers %d: use 1 or more", c.workers)
 	}

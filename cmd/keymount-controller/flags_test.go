@@ -55,6 +55,7 @@ func TestFlagErrors(t *testing.T) {
 		{nil, []string{"--namespace=x", "--max-call-recv-msg-size=0"}, "--max-call-recv-msg-size"},
 		{nil, []string{"--namespace=x", "--workers=0"}, "--workers"},
 		{nil, []string{"--namespace=x", "--provider-timeout=0s"}, "--provider-timeout"},
+		{nil, []string{"--namespace=x", "--fanout-kube-api-qps=0"}, "--fanout-kube-api-qps"},
 		{nil, []string{"--no-such-flag"}, "no-such-flag"},
 	} {
 		if _, err := parse(t, tt.env, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -116,16 +117,35 @@ func setupFanout(mgr ctrl.Manager, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c, Workers: cfg.workers}); err != nil {
+	writes, err := fanoutClient(mgr, cfg)
+	if err != nil {
 		return err
 	}
-	return setupMirrors(mgr, cfg, c)
+	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c, Workers: cfg.workers, Writes: writes}); err != nil {
+		return err
+	}
+	return setupMirrors(mgr, cfg, c, writes)
+}
+
+// fanoutClient is the client that writes the copies: uncached, with its
+// own rate limit (--fanout-kube-api-qps, --fanout-kube-api-burst), so that a
+// source copied into many namespaces neither waits on nor starves the
+// SecretSync reconciler's requests.
+func fanoutClient(mgr ctrl.Manager, cfg *config) (client.Client, error) {
+	rc := rest.CopyConfig(mgr.GetConfig())
+	rc.QPS, rc.Burst = float32(cfg.fanoutQPS), cfg.fanoutBurst
+	rc.RateLimiter = nil
+	c, err := client.New(rc, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("fan-out client: %w", err)
+	}
+	return c, nil
 }
 
 // setupMirrors adds SecretMirrors (cluster/mirror) when the API server
 // serves their CRD (deploy/crds installs it); without it, they are off and
 // the log says so.
-func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache) error {
+func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache, writes client.Client) error {
 	gk := schema.GroupKind{Group: mirrorsv1alpha2.GroupName, Kind: "SecretMirror"}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gk, mirrorsv1alpha2.Version); err != nil {
 		if meta.IsNoMatchError(err) {
@@ -135,7 +155,7 @@ func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache) error {
 		return fmt.Errorf("SecretMirror CRD: %w", err)
 	}
 	r, err := mirror.New(mirror.Deps{
-		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies,
+		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies, Writes: writes,
 		Events: mgr.GetEventRecorder("keymount-controller"),
 	})
 	if err != nil {
