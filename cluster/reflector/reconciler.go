@@ -78,8 +78,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		opts.Workers = 1
 	}
 	var (
-		writes     client.Client = mgr.GetClient()
-		writesLive client.Reader = mgr.GetAPIReader()
+		writes     = mgr.GetClient()
+		writesLive = mgr.GetAPIReader()
 	)
 	if opts.Writes != nil {
 		writes, writesLive = opts.Writes, opts.Writes
