@@ -212,10 +212,10 @@ func (r *rendered) hostSocket(t *testing.T, c *corev1.Container, prefix string) 
 // announces the host path where its CSI socket really is.
 func TestDefaultRegistersBuiltIn(t *testing.T) {
 	r := mustRender(t, deployFS(t), "/deploy")
-	if names := r.containerNames(); !slices.Equal(names, []string{"keymount"}) {
+	if names := r.containerNames(); !slices.Equal(names, []string{"secrets-store"}) {
 		t.Fatalf("containers %v, want keymount alone", names)
 	}
-	c := r.container(t, "keymount")
+	c := r.container(t, "secrets-store")
 	dir, ok := flagValue(c.Args, registrationFlag)
 	if !ok {
 		t.Fatalf("no %s in %q", registrationFlag, c.Args)
@@ -241,7 +241,7 @@ func TestDefaultRegistersBuiltIn(t *testing.T) {
 // secret-sync, in either order, both apply.
 func TestRegistrarSidecarComponent(t *testing.T) {
 	mem := deployFS(t)
-	base := mustRender(t, mem, "/deploy").container(t, "keymount")
+	base := mustRender(t, mem, "/deploy").container(t, "secrets-store")
 	var wantArgs []string
 	for _, a := range base.Args {
 		if !strings.HasPrefix(a, registrationFlag) && !strings.HasPrefix(a, kubeletPathFlag) {
@@ -260,10 +260,10 @@ func TestRegistrarSidecarComponent(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := mustRender(t, mem, overlay(t, mem, tc.components...))
-			if names := r.containerNames(); !slices.Equal(names, []string{"keymount", registrarName}) {
+			if names := r.containerNames(); !slices.Equal(names, []string{"secrets-store", registrarName}) {
 				t.Fatalf("containers %v, want keymount and %s", names, registrarName)
 			}
-			c := r.container(t, "keymount")
+			c := r.container(t, "secrets-store")
 			if diff := cmp.Diff(append(slices.Clone(wantArgs), tc.extraArgs...), c.Args); diff != "" {
 				t.Errorf("keymount args (-want +got):\n%s", diff)
 			}
@@ -297,7 +297,7 @@ func TestRegistrarSidecarRefusesMovedFlags(t *testing.T) {
 	}
 	// --health-addr moves from before the registration flags to after them:
 	// the same number of arguments, other ones at the removed positions.
-	const health = "            - --health-addr=:9809\n"
+	const health = "            - --health-addr=:9808\n"
 	const last = "            - --kubelet-registration-path=/var/lib/kubelet/plugins/csi-secrets-store/csi.sock\n"
 	moved := strings.Replace(strings.Replace(string(data), health, "", 1), last, last+health, 1)
 	if moved == string(data) || strings.Count(moved, health) != 1 {
@@ -309,7 +309,7 @@ func TestRegistrarSidecarRefusesMovedFlags(t *testing.T) {
 	mustRender(t, mem, "/deploy") // the base alone still renders
 	r, err := render(t, mem, overlay(t, mem, registrarSidecarPath))
 	if err == nil {
-		t.Fatalf("rendered with moved flags; keymount args %q", r.container(t, "keymount").Args)
+		t.Fatalf("rendered with moved flags; keymount args %q", r.container(t, "secrets-store").Args)
 	}
 }
 

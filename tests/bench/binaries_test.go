@@ -52,7 +52,7 @@ func daemonSetContainer(b *testing.B) corev1.Container {
 	b.Helper()
 	var ds appsv1.DaemonSet
 	readManifest(b, daemonSetPath, &ds)
-	return containerNamed(b, daemonSetPath, ds.Spec.Template.Spec, "keymount")
+	return containerNamed(b, daemonSetPath, ds.Spec.Template.Spec, "secrets-store")
 }
 
 // controllerDeploymentPath is the shipped keymount-controller Deployment

@@ -44,7 +44,7 @@ const (
 	// tag.
 	ImageVersion = "node-tier"
 	// driverContainer is the driver's container in the chart's DaemonSet.
-	driverContainer = "keymount"
+	driverContainer = "secrets-store"
 )
 
 // helmState is what the Helm node keeps between install, upgrades and

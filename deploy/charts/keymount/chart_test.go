@@ -245,14 +245,15 @@ func (r *release) add(t *testing.T, template, doc string) {
 	}
 }
 
-// driver returns the node DaemonSet and its keymount container.
+// driver returns the node DaemonSet and its driver container (named
+// secrets-store, as upstream's).
 func (r *release) driver(t *testing.T) (*appsv1.DaemonSet, *corev1.Container) {
 	t.Helper()
 	ds := r.daemonSets[releaseName]
 	if ds == nil {
 		t.Fatalf("no DaemonSet %s: %v", releaseName, slices.Sorted(maps.Keys(r.daemonSets)))
 	}
-	return ds, container(t, &ds.Spec.Template.Spec, "keymount")
+	return ds, container(t, &ds.Spec.Template.Spec, driverContainer)
 }
 
 func container(t *testing.T, spec *corev1.PodSpec, name string) *corev1.Container {

@@ -205,7 +205,7 @@ func TestDriverMatchesKustomize(t *testing.T) {
 			r := renderValues(t, tc.values)
 			chartDS, _ := r.driver(t)
 			kustDS := k.daemonSets["keymount"]
-			if diff := cmp.Diff(podSpecToCompare(t, kustDS, "keymount"), podSpecToCompare(t, chartDS, "keymount")); diff != "" {
+			if diff := cmp.Diff(podSpecToCompare(t, kustDS, driverContainer), podSpecToCompare(t, chartDS, driverContainer)); diff != "" {
 				t.Errorf("driver pod spec (-kustomize +chart):\n%s", diff)
 			}
 			// The same selector: `helm install --take-ownership` adopts the

@@ -99,7 +99,7 @@ func checkSidecars(t *testing.T, r *release) {
 	ds, c := r.driver(t)
 	pod := ds.Spec.Template.Spec
 	names := containerNames(pod.Containers)
-	if !slices.Equal(names, []string{"keymount", "node-driver-registrar", "liveness-probe"}) {
+	if !slices.Equal(names, []string{driverContainer, "node-driver-registrar", "liveness-probe"}) {
 		t.Fatalf("containers %v", names)
 	}
 	for _, a := range c.Args {
@@ -111,11 +111,15 @@ func checkSidecars(t *testing.T, r *release) {
 	if !hasArg(probe.Args, "--http-endpoint=0.0.0.0:9818") || !hasArg(probe.Args, "-v=3") {
 		t.Errorf("livenessprobe args %q: want livenessProbe.port 9818 and logLevel 3", probe.Args)
 	}
-	if got := c.LivenessProbe.HTTPGet.Port.IntValue(); got != 9818 {
-		t.Errorf("the driver's liveness probe asks port %d, want the sidecar's 9818", got)
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
 	}
-	if got := c.ReadinessProbe.HTTPGet.Port.String(); got != "healthz" || !hasArg(c.Args, "--health-addr=:9810") {
-		t.Errorf("readiness probe on %s, args %q: want keymount's own healthz on :9810", got, c.Args)
+	if got := c.LivenessProbe.HTTPGet.Port.String(); got != "healthz" || ports["healthz"] != 9818 {
+		t.Errorf("the driver's liveness probe asks port %s (healthz is %d), want healthz, the sidecar's 9818", got, ports["healthz"])
+	}
+	if got := c.ReadinessProbe.HTTPGet.Port.String(); got != "readyz" || ports["readyz"] != 9810 || !hasArg(c.Args, "--health-addr=:9810") {
+		t.Errorf("readiness probe on %s (readyz is %d), args %q: want keymount's own /readyz on :9810", got, ports["readyz"], c.Args)
 	}
 	if reg := container(t, &pod, "node-driver-registrar"); !hasArg(reg.Args, "--v=4") {
 		t.Errorf("registrar args %q: want --v=4 (linux.registrar.logVerbosity)", reg.Args)
@@ -218,8 +222,8 @@ func checkLabels(t *testing.T, r *release) {
 // answers its own liveness probe: one container.
 func TestNoSidecarsByDefault(t *testing.T) {
 	ds, c := render(t, "").driver(t)
-	if names := containerNames(ds.Spec.Template.Spec.Containers); !slices.Equal(names, []string{"keymount"}) {
-		t.Errorf("containers %v, want keymount alone", names)
+	if names := containerNames(ds.Spec.Template.Spec.Containers); !slices.Equal(names, []string{driverContainer}) {
+		t.Errorf("containers %v, want the driver alone", names)
 	}
 	if !hasArg(c.Args, "--plugin-registration-dir=/registration") || c.LivenessProbe.HTTPGet.Port.String() != "healthz" {
 		t.Errorf("args %q, liveness port %s: want built-in registration and keymount's own healthz", c.Args, c.LivenessProbe.HTTPGet.Port.String())
@@ -271,7 +275,7 @@ func TestHostNetwork(t *testing.T) {
 	if ds.Spec.Template.Spec.HostNetwork || r.daemonSets[releaseName+"-provider-local"].Spec.Template.Spec.HostNetwork {
 		t.Error("by default a pod of the chart is on the node's network")
 	}
-	if !hasArg(c.Args, "--health-addr=:9809") || c.LivenessProbe.HTTPGet.Host != "" {
+	if !hasArg(c.Args, "--health-addr=:9808") || c.LivenessProbe.HTTPGet.Host != "" {
 		t.Errorf("args %q, probe host %q: want the health server on every address of the pod", c.Args, c.LivenessProbe.HTTPGet.Host)
 	}
 }

@@ -226,9 +226,9 @@ func TestUpstreamKeysAccountedFor(t *testing.T) {
 }
 
 // TestUpstreamValuesRunKeymount: upstream's default values, unchanged,
-// install keymount's driver, not upstream's image, with upstream's
-// settings (sync off, no rotation, the upstream provider directories) and
-// keymount's built-in registration.
+// install keymount's driver (upstream's own image stands for keymount's
+// release), with upstream's settings (sync off, no rotation, the upstream
+// provider directories, scheduling) and upstream's sidecars.
 func TestUpstreamValuesRunKeymount(t *testing.T) {
 	r := render(t, upstreamValues)
 	ds, c := r.driver(t)
@@ -242,7 +242,6 @@ func TestUpstreamValuesRunKeymount(t *testing.T) {
 		"--kubelet-root-dir=/var/lib/kubelet",
 		"--metrics-addr=:8095",
 		"--provider-max-recv-size=4194304",
-		"--plugin-registration-dir=/registration",
 	} {
 		if !hasArg(c.Args, arg) {
 			t.Errorf("args %q lack %s", c.Args, arg)
@@ -253,12 +252,10 @@ func TestUpstreamValuesRunKeymount(t *testing.T) {
 			t.Errorf("rotation is off in upstream's defaults, args have %s", arg)
 		}
 	}
-	if names := containerNames(ds.Spec.Template.Spec.Containers); !slices.Equal(names, []string{"keymount"}) {
-		t.Errorf("containers %v, want the driver alone (built-in registration)", names)
-	}
 	// Upstream's scheduling defaults take effect as upstream's.
-	if ds.Spec.Template.Spec.Affinity == nil || ds.Spec.Template.Spec.PriorityClassName != "" || len(ds.Spec.Template.Spec.Tolerations) != 0 {
-		t.Errorf("affinity %v, priorityClassName %q, tolerations %v: want upstream's (virtual-kubelet excluded, none, none)",
+	want := []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	if ds.Spec.Template.Spec.Affinity == nil || ds.Spec.Template.Spec.PriorityClassName != "" || !reflect.DeepEqual(ds.Spec.Template.Spec.Tolerations, want) {
+		t.Errorf("affinity %v, priorityClassName %q, tolerations %v: want upstream's (virtual-kubelet excluded, none, every taint)",
 			ds.Spec.Template.Spec.Affinity, ds.Spec.Template.Spec.PriorityClassName, ds.Spec.Template.Spec.Tolerations)
 	}
 	if diff := cmp.Diff(int32(1), ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.IntVal); diff != "" {

@@ -79,18 +79,85 @@ Call with (dict "image" .Values.x.image "root" $).
 {{- end -}}
 
 {{/*
-keymount.driverImage: the driver's image. An upstream values file names
-upstream's driver (registry.k8s.io/csi-secrets-store/driver, or a mirror of
-it: any repository ending in csi-secrets-store/driver) with upstream's tag:
-that image is replaced by keymount's release image with the chart's tag, so
-the file installs keymount.
+keymount.driverImage: the driver's image. linux.image.repository is never
+swapped for an image on another registry: upstream's own default
+(registry.k8s.io/csi-secrets-store/driver, or k8s.gcr.io/... of older
+values files) means "the release's driver" and gives keymount's release
+image with the chart's tag (the notes say so); any other repository ending
+in csi-secrets-store/driver (a mirror of upstream's image, which cannot run
+as keymount) fails the render, naming the value to set.
 */}}
 {{- define "keymount.driverImage" -}}
 {{- $image := .Values.linux.image -}}
-{{- if regexMatch "(^|/)csi-secrets-store/driver$" (toString $image.repository) -}}
+{{- $repo := toString $image.repository -}}
+{{- if has $repo (list "registry.k8s.io/csi-secrets-store/driver" "k8s.gcr.io/csi-secrets-store/driver") -}}
 {{- $image = dict "repository" "ghcr.io/keymount/keymount-driver" "tag" "" "digest" "" -}}
+{{- else if regexMatch "(^|/)csi-secrets-store/driver$" $repo -}}
+{{- fail (printf "linux.image.repository is %q, upstream's driver image (a mirror of it): keymount cannot run it and will not swap it for an image on another registry. Set linux.image.repository to the keymount driver image in your registry (e.g. %s/keymount-driver, mirrored from ghcr.io/keymount/keymount-driver) and linux.image.tag to its tag (empty: the chart's appVersion %s)" $repo (dir $repo | dir) .Chart.AppVersion) -}}
 {{- end -}}
 {{- include "keymount.image" (dict "image" $image "root" .) -}}
+{{- end -}}
+
+{{/*
+keymount.upstreamDriverImage: "true" when linux.image.repository is
+upstream's own default, which keymount.driverImage replaces.
+*/}}
+{{- define "keymount.upstreamDriverImage" -}}
+{{- if has (toString .Values.linux.image.repository) (list "registry.k8s.io/csi-secrets-store/driver" "k8s.gcr.io/csi-secrets-store/driver") -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+keymount.upstreamValues: "true" when the values are an upstream chart values
+file: they carry linux.crds or windows, keys only the upstream chart has.
+*/}}
+{{- define "keymount.upstreamValues" -}}
+{{- if or (hasKey .Values.linux "crds") (hasKey .Values "windows") -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+keymount.sidecar: "true" when a sidecar runs: its enabled value
+(linux.registrar.enabled, linux.livenessProbe.enabled) when set, else
+(null, keymount's default) when the values are upstream's, whose chart
+always runs both. Call with (dict "enabled" VALUE "root" $).
+*/}}
+{{- define "keymount.sidecar" -}}
+{{- if kindIs "invalid" .enabled -}}
+{{- include "keymount.upstreamValues" .root -}}
+{{- else if .enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+keymount.healthPort: the port of the driver's own /healthz and /readyz
+(--health-addr): linux.healthPort when set, else upstream's health port
+(livenessProbe.port, 9808), or 9809 when the livenessprobe sidecar holds
+that one. Call with (dict "root" $ "sidecarProbe" BOOL).
+*/}}
+{{- define "keymount.healthPort" -}}
+{{- $v := .root.Values -}}
+{{- if not (kindIs "invalid" $v.linux.healthPort) -}}
+{{- int64 $v.linux.healthPort -}}
+{{- else if and .sidecarProbe (eq (int64 $v.livenessProbe.port) 9809) -}}
+9810
+{{- else if .sidecarProbe -}}
+9809
+{{- else -}}
+{{- int64 $v.livenessProbe.port -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+keymount.nodePodLabels: the labels of the node driver's pods: the
+selector's, upstream's chart's (app: secrets-store-csi-driver, or
+nameOverride, as upstream's sscd.name; the app.kubernetes.io/* and
+helm.sh/chart of every object), commonLabels and linux.podLabels.
+*/}}
+{{- define "keymount.nodePodLabels" -}}
+{{- include "keymount.labels" . }}
+app.kubernetes.io/component: node
+app: {{ default "secrets-store-csi-driver" .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- with .Values.linux.podLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{/*
