@@ -13,7 +13,7 @@ import (
 // by DaemonSet: the node plugin's (named keymount in the chart's release
 // and in kustomize), which mounts tmpfs into pod volumes and propagates
 // the mounts back to the host.
-var privilegedContainers = map[string]string{releaseName: "keymount"}
+var privilegedContainers = map[string]string{releaseName: driverContainer}
 
 // TestEveryContainerHardened renders every container the chart can run
 // (all-features values: both providers, both sidecars) and the kustomize

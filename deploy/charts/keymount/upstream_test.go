@@ -49,6 +49,31 @@ func deepCopy(t *testing.T, vals map[string]any) map[string]any {
 	return out
 }
 
+// perturbedAt returns a value for path that differs from v and that
+// values.schema.json accepts there (an image pull policy, a container's
+// resources, a token request, a duration), else perturbed(v).
+func perturbedAt(path string, v any) any {
+	last := path[strings.LastIndex(path, ".")+1:]
+	switch {
+	case last == "pullPolicy":
+		if v == "Always" {
+			return "Never"
+		}
+		return "Always"
+	case last == "resources" && v != nil:
+		return map[string]any{"limits": map[string]any{"cpu": "7"}}
+	case last == "rotationPollInterval" && v == nil:
+		return "7m"
+	case last == "additionalProvidersDirs" && v == nil:
+		return []any{"/perturbed"}
+	case path == "tokenRequests":
+		return append(slices.Clone(v.([]any)), map[string]any{"audience": "perturbed"})
+	case path == "imagePullSecrets":
+		return append(slices.Clone(v.([]any)), map[string]any{"name": "perturbed"})
+	}
+	return perturbed(v)
+}
+
 // perturbed returns a value of the same kind as v that differs from it.
 func perturbed(v any) any {
 	switch v := v.(type) {
@@ -186,7 +211,7 @@ func TestUpstreamKeysAccountedFor(t *testing.T) {
 		changed := false
 		for name, vals := range bases {
 			vals = deepCopy(t, vals)
-			setPath(vals, path, perturbed(getPath(vals, path)))
+			setPath(vals, path, perturbedAt(path, getPath(vals, path)))
 			out, err := renderRaw(ch, vals)
 			if err != nil {
 				t.Errorf("%s: render with %s changed: %v", name, path, err)
