@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -57,10 +58,19 @@ func TestGrafanaDashboard(t *testing.T) {
 		if len(names) == 0 {
 			t.Errorf("%s: %q names no metric", where, expr)
 		}
+		labels := map[string]bool{"instance": true, "job": true} // added by the scrape
 		for _, name := range names {
 			used[name] = true
-			if !exported[name] {
+			if exported[name] == nil {
 				t.Errorf("%s: %q names %s, which the driver does not export", where, expr, name)
+			}
+			for l := range exported[name] {
+				labels[l] = true
+			}
+		}
+		for _, l := range promqlGrouping(expr) {
+			if !labels[l] {
+				t.Errorf("%s: %q groups by %s, which none of its metrics carries", where, expr, l)
 			}
 		}
 	}
@@ -108,35 +118,64 @@ func TestGrafanaDashboard(t *testing.T) {
 var labelValues = regexp.MustCompile(`label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)`)
 
 // exportedMetrics are the series names the driver's registry exports once
-// every metric has a value (a histogram as its _bucket, _sum and _count).
-func exportedMetrics(t *testing.T) map[string]bool {
+// every metric has a value (a histogram as its _bucket, _sum and _count),
+// each with its label names (le on a _bucket).
+func exportedMetrics(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	m := metrics.New()
 	failed := status.Error(codes.Internal, "x")
-	m.NodePublish("p", nil, time.Millisecond)
-	m.NodePublish("p", failed, time.Millisecond)
+	m.NodePublish("p", time.Millisecond)
+	m.NodePublishFailed("p", "FailedToMount", codes.Internal, time.Millisecond)
 	m.NodeUnpublish(nil, time.Millisecond)
 	m.NodeUnpublish(failed, time.Millisecond)
 	m.ProviderCall("p", codes.OK, time.Millisecond)
 	m.RefreshDecision(rotation.DecisionDue)
 	m.RotationReconcile("p", true, "", time.Second)
-	m.RotationReconcile("p", false, "provider_error", time.Second)
-	m.SecretWritten()
-	m.SecretUnchanged()
+	m.RotationReconcile("p", false, "GRPCProviderError", time.Second)
+	m.SecretSynced("p", true, time.Millisecond)
+	m.SecretSynced("p", false, time.Millisecond)
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
+	out := map[string]map[string]bool{}
 	for _, f := range families {
+		labels := map[string]bool{}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = true
+			}
+		}
 		name := f.GetName()
 		switch f.GetType().String() {
 		case "HISTOGRAM":
-			out[name+"_bucket"], out[name+"_sum"], out[name+"_count"] = true, true, true
+			out[name+"_bucket"], out[name+"_sum"], out[name+"_count"] = withLe(labels), labels, labels
 		case "SUMMARY":
-			out[name], out[name+"_sum"], out[name+"_count"] = true, true, true
+			out[name], out[name+"_sum"], out[name+"_count"] = labels, labels, labels
 		default:
-			out[name] = true
+			out[name] = labels
+		}
+	}
+	return out
+}
+
+func withLe(labels map[string]bool) map[string]bool {
+	out := maps.Clone(labels)
+	out["le"] = true
+	return out
+}
+
+// promqlGroupingLists are the label lists of "by (...)" aggregations.
+var promqlGroupingLists = regexp.MustCompile(`\bby\s*\(([^)]*)\)`)
+
+// promqlGrouping returns the labels expr's aggregations group by.
+func promqlGrouping(expr string) []string {
+	var out []string
+	for _, m := range promqlGroupingLists.FindAllStringSubmatch(expr, -1) {
+		for _, l := range strings.Split(m[1], ",") {
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, l)
+			}
 		}
 	}
 	return out

@@ -15,15 +15,17 @@ import (
 // otherTools are the flags of other tools (kubectl) that the docs' shell
 // examples use; keymount's flags come from the code.
 var otherTools = map[string]string{
-	"all-namespaces": "kubectl",
-	"cascade":        "kubectl delete",
-	"field-manager":  "kubectl apply",
-	"field-selector": "kubectl",
-	"for":            "kubectl wait",
-	"install":        "helm upgrade",
-	"set":            "helm",
-	"overwrite":      "kubectl annotate",
-	"server-side":    "kubectl apply",
+	"all-namespaces":   "kubectl",
+	"cascade":          "kubectl delete",
+	"field-manager":    "kubectl apply",
+	"field-selector":   "kubectl",
+	"for":              "kubectl wait",
+	"force-conflicts":  "kubectl apply",
+	"ignore-not-found": "kubectl delete",
+	"install":          "helm upgrade",
+	"set":              "helm",
+	"overwrite":        "kubectl annotate",
+	"server-side":      "kubectl apply",
 }
 
 // flagMethods are the flag.FlagSet methods that define a flag, with the

@@ -173,43 +173,24 @@ func TestEveryGRPCCodeDocumented(t *testing.T) {
 	}
 }
 
-// returnedStrings returns the string literals a function returns.
-func returnedStrings(t *testing.T, files map[string]*ast.File, file, fn string) []string {
-	t.Helper()
-	var out []string
-	for _, decl := range files[file].Decls {
-		fd, ok := decl.(*ast.FuncDecl)
-		if !ok || fd.Name.Name != fn {
-			continue
-		}
-		ast.Inspect(fd, func(n ast.Node) bool {
-			if r, ok := n.(*ast.ReturnStmt); ok {
-				for _, e := range r.Results {
-					if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						if v, err := strconv.Unquote(lit.Value); err == nil && v != "" {
-							out = append(out, v)
-						}
-					}
-				}
-			}
-			return true
-		})
-	}
-	return out
-}
-
-// TestRotationErrorTypesDocumented: every error_type of
-// rotation_reconcile_error_total (driver/errors.go errorType) is in
-// metrics.md.
-func TestRotationErrorTypesDocumented(t *testing.T) {
+// TestErrorTypesDocumented: every error_type of node_publish_error_total
+// and rotation_reconcile_error_total (the errorType constants of
+// driver/errortype.go) is in metrics.md.
+func TestErrorTypesDocumented(t *testing.T) {
 	doc := backticked(readDoc(t, "metrics.md"))
-	types := returnedStrings(t, sourceFiles(t), "driver/errors.go", "errorType")
-	if len(types) < 5 {
-		t.Fatalf("errorType returns %d strings, want more: is the parsing broken?", len(types))
+	types := stringConstants(sourceFiles(t), func(file, name string) bool {
+		return file == "driver/errortype.go" && strings.HasPrefix(name, "errorType")
+	})
+	if len(types) < 8 {
+		t.Fatalf("driver/errortype.go defines %d error types, want more: is the parsing broken?", len(types))
 	}
-	for _, v := range types {
+	for _, c := range types {
+		v := c.value
+		if v == "" {
+			v = `""` // the empty error_type is written as ""
+		}
 		if !doc[v] {
-			t.Errorf("metrics.md does not name the error_type `%s`", v)
+			t.Errorf("metrics.md does not name the error_type `%s` (%s)", v, c.name)
 		}
 	}
 }

@@ -140,24 +140,3 @@ func nonUnknown(c codes.Code) codes.Code {
 	}
 	return c
 }
-
-// errorType is a short class of a failed refresh for metrics' error_type
-// label ("" for none).
-func errorType(err error) string {
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, class.ErrNotFound):
-		return "secretproviderclass_not_found"
-	case errors.Is(err, providerclient.ErrProviderNotFound):
-		return "provider_not_found"
-	case errors.Is(err, providerclient.ErrProviderFailed):
-		return "provider_error"
-	case unavailable(err):
-		return "api_unavailable"
-	case errors.Is(err, errTooLarge), errors.Is(err, errInvalidProviderFile):
-		return "invalid_provider_response"
-	default:
-		return "internal"
-	}
-}

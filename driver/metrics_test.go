@@ -16,16 +16,24 @@ import (
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
-// recordingMetrics records what the driver reports, as "provider code".
+// recordingMetrics records what the driver reports, as "provider code";
+// the error_type of failed publishes and refreshes apart.
 type recordingMetrics struct {
-	mu          sync.Mutex
-	publishes   []string
-	unpublishes []string
-	calls       []string
+	mu           sync.Mutex
+	publishes    []string
+	unpublishes  []string
+	calls        []string
+	publishTypes []string
+	rotations    []string
 }
 
-func (m *recordingMetrics) NodePublish(provider string, err error, _ time.Duration) {
-	m.add(&m.publishes, fmt.Sprintf("%s %s", provider, status.Code(err)))
+func (m *recordingMetrics) NodePublish(provider string, _ time.Duration) {
+	m.add(&m.publishes, provider+" OK")
+}
+
+func (m *recordingMetrics) NodePublishFailed(provider, errorType string, code codes.Code, _ time.Duration) {
+	m.add(&m.publishes, fmt.Sprintf("%s %s", provider, code))
+	m.add(&m.publishTypes, errorType)
 }
 
 func (m *recordingMetrics) NodeUnpublish(err error, _ time.Duration) {
@@ -36,8 +44,12 @@ func (m *recordingMetrics) ProviderCall(provider string, code codes.Code, _ time
 	m.add(&m.calls, fmt.Sprintf("%s %s", provider, code))
 }
 
-func (m *recordingMetrics) RefreshDecision(string)                                {}
-func (m *recordingMetrics) RotationReconcile(string, bool, string, time.Duration) {}
+func (m *recordingMetrics) RefreshDecision(string) {}
+
+// RotationReconcile records a failed refresh's error_type, "" a success.
+func (m *recordingMetrics) RotationReconcile(_ string, _ bool, errType string, _ time.Duration) {
+	m.add(&m.rotations, errType)
+}
 
 func (m *recordingMetrics) add(to *[]string, s string) {
 	m.mu.Lock()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/status"
 )
 
 type nodeServer struct {
@@ -43,11 +44,14 @@ func rpcCapability(t csi.NodeServiceCapability_RPC_Type) *csi.NodeServiceCapabil
 func (s *nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	start := s.d.deps.Clock.Now()
 	ctx, slot := withProviderSlot(ctx)
-	err := toStatus(s.d.publish(ctx, req))
-	s.d.deps.Metrics.NodePublish(s.provider(req.GetVolumeId(), slot, err), err, s.d.deps.Clock.Since(start))
+	perr := s.d.publish(ctx, req)
+	err := toStatus(perr)
+	provider, took := s.provider(req.GetVolumeId(), slot, err), s.d.deps.Clock.Since(start)
 	if err != nil {
+		s.d.deps.Metrics.NodePublishFailed(provider, publishErrorType(perr), status.Code(err), took)
 		return nil, err
 	}
+	s.d.deps.Metrics.NodePublish(provider, took)
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 

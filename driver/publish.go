@@ -123,7 +123,11 @@ func (d *Driver) reconciled(o *Outcome, prev *volume.Record, err error, start ti
 		provider = string(o.Class.Spec.Provider)
 	}
 	changed := o != nil && o.Changed
-	d.deps.Metrics.RotationReconcile(provider, changed && err == nil, errorType(err), d.deps.Clock.Since(start))
+	errType := ""
+	if err != nil {
+		errType = rotationErrorType(err)
+	}
+	d.deps.Metrics.RotationReconcile(provider, changed && err == nil, errType, d.deps.Clock.Since(start))
 }
 
 // keepMounted answers a republish that is not due: the target must still
@@ -143,7 +147,7 @@ func (d *Driver) refresh(ctx context.Context, v *volume.Volume, p *publishReques
 	o := &Outcome{}
 	spc, err := d.deps.Classes.Resolve(ctx, p.podNamespace, p.className)
 	if err != nil {
-		return o, err
+		return o, classLookupFailed(err)
 	}
 	o.Class = spc
 	if prev != nil && prev.Provider != "" && prev.Provider != string(spc.Spec.Provider) {

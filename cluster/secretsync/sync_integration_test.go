@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -198,17 +199,42 @@ func testNoWriteWhenUnchanged(t *testing.T, cl *cluster) {
 	}
 }
 
-// writeCounts is a WriteObserver that counts.
-type writeCounts struct{ written, unchanged atomic.Int32 }
+// writeCounts is a WriteObserver that counts, and remembers the providers
+// it heard of.
+type writeCounts struct {
+	written, unchanged atomic.Int32
+	mu                 sync.Mutex
+	providers          []string
+}
 
-func (w *writeCounts) SecretWritten()   { w.written.Add(1) }
-func (w *writeCounts) SecretUnchanged() { w.unchanged.Add(1) }
+func (w *writeCounts) SecretSynced(provider string, written bool, took time.Duration) {
+	if written {
+		w.written.Add(1)
+	} else {
+		w.unchanged.Add(1)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if took > 0 {
+		w.providers = append(w.providers, provider)
+	}
+}
 
 func (w *writeCounts) check(t *testing.T, written, unchanged int32) {
 	t.Helper()
 	if w.written.Load() != written || w.unchanged.Load() != unchanged {
 		t.Errorf("observed %d Secrets written and %d unchanged, want %d and %d",
 			w.written.Load(), w.unchanged.Load(), written, unchanged)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.providers {
+		if p == "" {
+			t.Errorf("a Secret synced was heard without its class's provider")
+		}
+	}
+	if len(w.providers) != int(written+unchanged) {
+		t.Errorf("%d of %d Secrets synced were heard with a duration", len(w.providers), written+unchanged)
 	}
 }
 

@@ -50,13 +50,14 @@ type Syncer struct {
 	writes WriteObserver
 }
 
-// WriteObserver hears, for metrics, each Secret a sync wrote (created, or
-// applied content or owner references) and each it left as it was because
-// it already held what it should (or newer content another node synced).
-// Its methods must not block.
+// WriteObserver hears, for metrics, each Secret a sync brought to what it
+// should hold: written (created, or content or owner references applied)
+// or left as it was because it already held that (or newer content another
+// node synced). provider is the class's provider; took is how long the
+// Secret's sync took (its reads and writes, retries included). Failed syncs
+// are not heard. Its method must not block.
 type WriteObserver interface {
-	SecretWritten()
-	SecretUnchanged()
+	SecretSynced(provider string, written bool, took time.Duration)
 }
 
 // ObserveWrites makes o hear the Syncer's writes. Call it before the first
@@ -179,6 +180,7 @@ func (s *Syncer) syncSecret(ctx context.Context, o *driver.Outcome, files volume
 	if msg != "" {
 		return failure(so.SecretName, ReasonSyncFailed, msg)
 	}
+	start := time.Now()
 	cur, err := s.current(ctx, d)
 	if err != nil {
 		return apiFailure(d, "read", err)
@@ -209,7 +211,7 @@ func (s *Syncer) syncSecret(ctx context.Context, o *driver.Outcome, files volume
 		if err != nil {
 			return apiFailure(d, "write", err)
 		}
-		s.observe(r.unchanged)
+		s.observe(o, !r.unchanged, time.Since(start))
 		r.created, r.changed = done.created, done.changed
 		s.logWrite(o, d, r)
 		return r
@@ -217,13 +219,9 @@ func (s *Syncer) syncSecret(ctx context.Context, o *driver.Outcome, files volume
 }
 
 // observe tells the WriteObserver about one Secret synced.
-func (s *Syncer) observe(unchanged bool) {
-	switch {
-	case s.writes == nil:
-	case unchanged:
-		s.writes.SecretUnchanged()
-	default:
-		s.writes.SecretWritten()
+func (s *Syncer) observe(o *driver.Outcome, written bool, took time.Duration) {
+	if s.writes != nil {
+		s.writes.SecretSynced(string(o.Class.Spec.Provider), written, took)
 	}
 }
 

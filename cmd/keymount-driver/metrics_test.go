@@ -83,7 +83,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		want   float64
 	}{
 		{`node_publish_total{os_type="` + osType + `",provider="local"}`, 2},
-		{`node_publish_error_total{error_type="InvalidArgument",os_type="` + osType + `",provider=""}`, 1},
+		{`node_publish_error_total{error_type="FailedToMount",grpc_code="InvalidArgument",os_type="` + osType + `",provider=""}`, 1},
 		{`node_unpublish_total{os_type="` + osType + `"}`, 1},
 		{`node_unpublish_error_total{os_type="` + osType + `"}`, 0},
 		{`keymount_provider_call_duration_seconds_count{code="OK",provider="local"}`, 1},

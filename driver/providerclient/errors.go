@@ -24,7 +24,8 @@ var (
 	// searched.
 	ErrProviderNotFound = errors.New("provider not found")
 	// ErrProviderFailed means the provider call failed or the provider
-	// answered with an error code. The error is a *ProviderError.
+	// answered with an error code. The error is a *ProviderError, or the
+	// call's context ended first (the error also matches the context's).
 	ErrProviderFailed = errors.New("provider failed")
 	// ErrInvalidResponse means the provider answered without an error code
 	// but broke the contract, for example without object_version.
@@ -109,7 +110,9 @@ func (e *contextError) Error() string {
 	return fmt.Sprintf("provider %q: %s call: %v", e.provider, e.method, e.err)
 }
 
-func (e *contextError) Unwrap() error { return e.err }
+// Unwrap returns the context's error and ErrProviderFailed: the provider
+// call did not complete.
+func (e *contextError) Unwrap() []error { return []error{e.err, ErrProviderFailed} }
 
 func (e *contextError) GRPCStatus() *status.Status {
 	return status.New(status.FromContextError(e.err).Code(), e.Error())

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/keymount/keymount/internal/panics"
 	"github.com/keymount/keymount/rotation"
@@ -23,6 +22,7 @@ const (
 	labelErrorType = "error_type"
 	labelRotated   = "rotated"
 	labelCode      = "code"
+	labelGRPCCode  = "grpc_code"
 	labelDecision  = "decision"
 )
 
@@ -32,6 +32,10 @@ var (
 	// ten minutes: a refresh waits for a provider slot and its call, whose
 	// deadline is a minute by default.
 	rotationBuckets = []float64{0.1, 0.2, 0.3, 0.4, 0.5, 1, 1.5, 2, 2.5, 3, 5, 10, 15, 30, 60, 120, 300, 600}
+	// syncBuckets are upstream's bounds for syncing a Secret (its
+	// documented sample shows them), continued to two minutes: a sync
+	// retries writes that race another node's.
+	syncBuckets = []float64{0.1, 0.2, 0.3, 0.4, 0.5, 1, 1.5, 2, 2.5, 3, 5, 10, 15, 30, 60, 120}
 	// callBuckets cover a CSI or provider call, from a republish that is
 	// not due (well under a millisecond) to kubelet's two-minute deadline.
 	callBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
@@ -55,6 +59,8 @@ type Metrics struct {
 	refreshDecisions     *prometheus.CounterVec
 	secretWrites         prometheus.Counter
 	secretUnchanged      prometheus.Counter
+	syncSecret           *prometheus.CounterVec
+	syncSecretDuration   prometheus.Observer
 
 	// queue reports the API write queue: pending writes and the age of
 	// the oldest; nil until WatchWriteQueue.
@@ -74,9 +80,9 @@ func New() *Metrics {
 		ConstLabels: osType,
 	}, labelProvider)
 	m.nodePublishErrors = f.counterVec(prometheus.CounterOpts{
-		Name: "node_publish_error_total", Help: "Total number of failed NodePublishVolume calls, by the gRPC code returned to kubelet (upstream's name).",
+		Name: "node_publish_error_total", Help: "Total number of failed NodePublishVolume calls, by upstream's reason (error_type) and the gRPC code returned to kubelet (grpc_code) (upstream's name).",
 		ConstLabels: osType,
-	}, labelProvider, labelErrorType)
+	}, labelProvider, labelErrorType, labelGRPCCode)
 	m.nodeUnpublish = f.counter(prometheus.CounterOpts{
 		Name: "node_unpublish_total", Help: "Total number of successful NodeUnpublishVolume calls (upstream's name).",
 		ConstLabels: osType,
@@ -90,7 +96,7 @@ func New() *Metrics {
 		ConstLabels: osType,
 	}, labelProvider, labelRotated)
 	m.rotationErrors = f.counterVec(prometheus.CounterOpts{
-		Name: "rotation_reconcile_error_total", Help: "Total number of failed refreshes of mounted volumes, by class of failure (upstream's name).",
+		Name: "rotation_reconcile_error_total", Help: "Total number of failed refreshes of mounted volumes, by upstream's reason for the failure (upstream's name).",
 		ConstLabels: osType,
 	}, labelProvider, labelRotated, labelErrorType)
 	m.rotationDuration = f.histogram(prometheus.HistogramOpts{
@@ -121,6 +127,14 @@ func New() *Metrics {
 	m.secretUnchanged = f.counter(prometheus.CounterOpts{
 		Name: "keymount_secret_sync_skipped_total", Help: "Secret syncs that wrote nothing because the Secret already held what it should.",
 	})
+	m.syncSecret = f.counterVec(prometheus.CounterOpts{
+		Name: "sync_k8s_secret_total", Help: "Total number of k8s secrets synced: Secrets of secretObjects a sync brought to what they should hold, written or already holding it (upstream's name).",
+		ConstLabels: osType,
+	}, labelProvider)
+	m.syncSecretDuration = f.histogram(prometheus.HistogramOpts{
+		Name: "sync_k8s_secret_duration_sec", Help: "Distribution of how long it took to sync k8s secret: one Secret's reads and writes, retries included, in seconds (upstream's name).",
+		ConstLabels: osType, Buckets: syncBuckets,
+	})
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "keymount_api_write_queue_depth", Help: "Volumes whose pod status or Secret sync waits to be written to the API server (including retries).",
@@ -139,16 +153,18 @@ func New() *Metrics {
 // Registry is the registry every metric is on.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// NodePublish counts one NodePublishVolume call: node_publish_total on
-// success, else node_publish_error_total with err's gRPC code as
-// error_type.
-func (m *Metrics) NodePublish(provider string, err error, took time.Duration) {
+// NodePublish counts one successful NodePublishVolume call.
+func (m *Metrics) NodePublish(provider string, took time.Duration) {
 	m.publishDuration.Observe(took.Seconds())
-	if err != nil {
-		m.nodePublishErrors.WithLabelValues(provider, errorType(err)).Inc()
-		return
-	}
 	m.nodePublish.WithLabelValues(provider).Inc()
+}
+
+// NodePublishFailed counts one failed NodePublishVolume call in
+// node_publish_error_total, with upstream's reason as error_type and the
+// gRPC code kubelet got as grpc_code.
+func (m *Metrics) NodePublishFailed(provider, errorType string, code codes.Code, took time.Duration) {
+	m.publishDuration.Observe(took.Seconds())
+	m.nodePublishErrors.WithLabelValues(provider, errorType, grpcCode(code)).Inc()
 }
 
 // NodeUnpublish counts one NodeUnpublishVolume call.
@@ -184,12 +200,19 @@ func (m *Metrics) RotationReconcile(provider string, rotated bool, errType strin
 	m.rotationDuration.Observe(took.Seconds())
 }
 
-// SecretWritten counts a Secret the sync wrote (secretsync.WriteObserver).
-func (m *Metrics) SecretWritten() { m.secretWrites.Inc() }
-
-// SecretUnchanged counts a Secret sync that had nothing to write
-// (secretsync.WriteObserver).
-func (m *Metrics) SecretUnchanged() { m.secretUnchanged.Inc() }
+// SecretSynced counts one Secret a sync brought to what it should hold
+// (secretsync.WriteObserver): upstream's sync_k8s_secret_total and
+// sync_k8s_secret_duration_sec, and keymount_secret_sync_writes_total or
+// keymount_secret_sync_skipped_total by whether it was written.
+func (m *Metrics) SecretSynced(provider string, written bool, took time.Duration) {
+	m.syncSecret.WithLabelValues(provider).Inc()
+	m.syncSecretDuration.Observe(took.Seconds())
+	if written {
+		m.secretWrites.Inc()
+		return
+	}
+	m.secretUnchanged.Inc()
+}
 
 // WatchWriteQueue makes the API write queue gauges report what queue
 // returns: the writes waiting and the age of the oldest
@@ -206,10 +229,9 @@ func (m *Metrics) writeQueue() (int, time.Duration) {
 	return (*q)()
 }
 
-// errorType is the error_type of a failed CSI call: the gRPC code kubelet
+// grpcCode is the grpc_code of a failed CSI call: the gRPC code kubelet
 // got (Internal for an error that carries none).
-func errorType(err error) string {
-	c := status.Code(err)
+func grpcCode(c codes.Code) string {
 	if c == codes.Unknown || c == codes.OK {
 		c = codes.Internal
 	}

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,11 +23,12 @@ import (
 // duration histograms count every call.
 func TestCSICalls(t *testing.T) {
 	m := New()
-	m.NodePublish("aws", nil, time.Millisecond)
-	m.NodePublish("aws", nil, time.Millisecond)
-	m.NodePublish("local", nil, time.Millisecond)
-	m.NodePublish("aws", status.Error(codes.FailedPrecondition, "no provider"), time.Millisecond)
-	m.NodePublish("", errors.New("no status"), time.Millisecond)
+	m.NodePublish("aws", time.Millisecond)
+	m.NodePublish("aws", time.Millisecond)
+	m.NodePublish("local", time.Millisecond)
+	m.NodePublishFailed("aws", "SecretProviderClassNotFound", codes.FailedPrecondition, time.Millisecond)
+	m.NodePublishFailed("", "FailedToMount", codes.Unknown, time.Millisecond)
+	m.NodePublishFailed("aws", "", codes.FailedPrecondition, time.Millisecond)
 	m.NodeUnpublish(nil, time.Millisecond)
 	m.NodeUnpublish(nil, time.Millisecond)
 	m.NodeUnpublish(status.Error(codes.Internal, "x"), time.Millisecond)
@@ -38,10 +38,11 @@ func TestCSICalls(t *testing.T) {
 # TYPE node_publish_total counter
 node_publish_total{os_type=%[1]q,provider="aws"} 2
 node_publish_total{os_type=%[1]q,provider="local"} 1
-# HELP node_publish_error_total Total number of failed NodePublishVolume calls, by the gRPC code returned to kubelet (upstream's name).
+# HELP node_publish_error_total Total number of failed NodePublishVolume calls, by upstream's reason (error_type) and the gRPC code returned to kubelet (grpc_code) (upstream's name).
 # TYPE node_publish_error_total counter
-node_publish_error_total{error_type="FailedPrecondition",os_type=%[1]q,provider="aws"} 1
-node_publish_error_total{error_type="Internal",os_type=%[1]q,provider=""} 1
+node_publish_error_total{error_type="",grpc_code="FailedPrecondition",os_type=%[1]q,provider="aws"} 1
+node_publish_error_total{error_type="FailedToMount",grpc_code="Internal",os_type=%[1]q,provider=""} 1
+node_publish_error_total{error_type="SecretProviderClassNotFound",grpc_code="FailedPrecondition",os_type=%[1]q,provider="aws"} 1
 # HELP node_unpublish_total Total number of successful NodeUnpublishVolume calls (upstream's name).
 # TYPE node_unpublish_total counter
 node_unpublish_total{os_type=%[1]q} 2
@@ -53,8 +54,8 @@ node_unpublish_error_total{os_type=%[1]q} 1
 		"node_publish_total", "node_publish_error_total", "node_unpublish_total", "node_unpublish_error_total"); err != nil {
 		t.Error(err)
 	}
-	if n, sum := histogram(t, m.Registry(), "keymount_node_publish_duration_seconds", nil); n != 5 || sum != 0.005 {
-		t.Errorf("publish duration: %d calls, %v s; want 5 and 0.005", n, sum)
+	if n, sum := histogram(t, m.Registry(), "keymount_node_publish_duration_seconds", nil); n != 6 || sum != 0.006 {
+		t.Errorf("publish duration: %d calls, %v s; want 6 and 0.006", n, sum)
 	}
 	if n, _ := histogram(t, m.Registry(), "keymount_node_unpublish_duration_seconds", nil); n != 3 {
 		t.Errorf("unpublish duration: %d calls, want 3", n)
@@ -69,15 +70,15 @@ func TestRotation(t *testing.T) {
 	m.RotationReconcile("aws", true, "", 400*time.Millisecond)
 	m.RotationReconcile("aws", false, "", 90*time.Second)
 	m.RotationReconcile("aws", false, "", 20*time.Minute)
-	m.RotationReconcile("aws", false, "provider_error", time.Second)
+	m.RotationReconcile("aws", false, "GRPCProviderError", time.Second)
 	want := fmt.Sprintf(`
 # HELP rotation_reconcile_total Total number of successful refreshes of mounted volumes; rotated says the files changed (upstream's name).
 # TYPE rotation_reconcile_total counter
 rotation_reconcile_total{os_type=%[1]q,provider="aws",rotated="false"} 2
 rotation_reconcile_total{os_type=%[1]q,provider="aws",rotated="true"} 1
-# HELP rotation_reconcile_error_total Total number of failed refreshes of mounted volumes, by class of failure (upstream's name).
+# HELP rotation_reconcile_error_total Total number of failed refreshes of mounted volumes, by upstream's reason for the failure (upstream's name).
 # TYPE rotation_reconcile_error_total counter
-rotation_reconcile_error_total{error_type="provider_error",os_type=%[1]q,provider="aws",rotated="false"} 1
+rotation_reconcile_error_total{error_type="GRPCProviderError",os_type=%[1]q,provider="aws",rotated="false"} 1
 # HELP rotation_reconcile_duration_sec Distribution of how long a successful refresh of a mounted volume took, in seconds (upstream's name).
 # TYPE rotation_reconcile_duration_sec histogram
 rotation_reconcile_duration_sec_bucket{os_type=%[1]q,le="0.1"} 0
@@ -151,14 +152,52 @@ func TestRefreshDecisions(t *testing.T) {
 	}
 }
 
-func TestSecretSyncAndWriteQueue(t *testing.T) {
+// TestSecretSync: every Secret synced counts in upstream's
+// sync_k8s_secret_total by provider and its duration in
+// sync_k8s_secret_duration_sec (upstream's buckets, continued), written or
+// not; keymount's own counters tell the two apart.
+func TestSecretSync(t *testing.T) {
 	m := New()
-	m.SecretWritten()
-	m.SecretUnchanged()
-	m.SecretUnchanged()
+	m.SecretSynced("aws", true, 350*time.Millisecond)
+	m.SecretSynced("aws", false, 50*time.Millisecond)
+	m.SecretSynced("vault", false, 90*time.Second)
 	if w, s := testutil.ToFloat64(m.secretWrites), testutil.ToFloat64(m.secretUnchanged); w != 1 || s != 2 {
 		t.Errorf("sync writes %v skipped %v, want 1 and 2", w, s)
 	}
+	want := fmt.Sprintf(`
+# HELP sync_k8s_secret_total Total number of k8s secrets synced: Secrets of secretObjects a sync brought to what they should hold, written or already holding it (upstream's name).
+# TYPE sync_k8s_secret_total counter
+sync_k8s_secret_total{os_type=%[1]q,provider="aws"} 2
+sync_k8s_secret_total{os_type=%[1]q,provider="vault"} 1
+# HELP sync_k8s_secret_duration_sec Distribution of how long it took to sync k8s secret: one Secret's reads and writes, retries included, in seconds (upstream's name).
+# TYPE sync_k8s_secret_duration_sec histogram
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="0.1"} 1
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="0.2"} 1
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="0.3"} 1
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="0.4"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="0.5"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="1"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="1.5"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="2"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="2.5"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="3"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="5"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="10"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="15"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="30"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="60"} 2
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="120"} 3
+sync_k8s_secret_duration_sec_bucket{os_type=%[1]q,le="+Inf"} 3
+sync_k8s_secret_duration_sec_sum{os_type=%[1]q} 90.4
+sync_k8s_secret_duration_sec_count{os_type=%[1]q} 3
+`, runtime.GOOS)
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "sync_k8s_secret_total", "sync_k8s_secret_duration_sec"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestWriteQueue(t *testing.T) {
+	m := New()
 	queue := `
 # HELP keymount_api_write_queue_depth Volumes whose pod status or Secret sync waits to be written to the API server (including retries).
 # TYPE keymount_api_write_queue_depth gauge
