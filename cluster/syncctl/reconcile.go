@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
@@ -167,7 +168,9 @@ func (r *Reconciler) failed(ctx context.Context, ss *ss1.SecretSync, st refreshS
 	r.state.put(ss.UID, st)
 	r.Events.Eventf(ss, nil, corev1.EventTypeWarning, f.reason, "Sync", "%s", f.message)
 	klog.V(2).InfoS("secretsync failed", "secretSync", klog.KObj(ss), "reason", f.reason, "failures", st.failures)
-	next := failureStatus(ss.Status, ss.Generation, f, handled)
+	next := func(old ss1.SecretSyncStatus) ss1.SecretSyncStatus {
+		return failureStatus(old, ss.Generation, f, handled)
+	}
 	if err := r.writeStatus(ctx, ss, next, false, now); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -178,9 +181,13 @@ func (r *Reconciler) failed(ctx context.Context, ss *ss1.SecretSync, st refreshS
 // events, metric, and when the SecretSync is next due.
 func (r *Reconciler) succeeded(ctx context.Context, ss *ss1.SecretSync, st refreshState, p rotation.Policy, out *synced, handled string, now time.Time) (ctrl.Result, error) {
 	created := out.written != nil && out.old == nil
-	next := successStatus(ss.Status, ss.Generation, out.hash, out.objects, handled, created)
-	if err := r.writeStatus(ctx, ss, next, out.written != nil, now); err != nil {
-		return ctrl.Result{}, err
+	if out.written != nil || !unchangedBySuccess(ss, out.hash, out.objects, handled) {
+		next := func(old ss1.SecretSyncStatus) ss1.SecretSyncStatus {
+			return successStatus(old, ss.Generation, out.hash, out.objects, handled, created)
+		}
+		if err := r.writeStatus(ctx, ss, next, out.written != nil, now); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	r.state.put(ss.UID, refreshState{lastRefresh: now})
 	r.emitWritten(ss, out)
@@ -207,24 +214,49 @@ func (r *Reconciler) emitWritten(ss *ss1.SecretSync, out *synced) {
 	}
 }
 
-// writeStatus writes next as ss's status unless it says what the status
-// says already and the Secret was not written. lastSuccessfulSyncTime
-// moves only with a write.
-func (r *Reconciler) writeStatus(ctx context.Context, ss *ss1.SecretSync, next ss1.SecretSyncStatus, wroteSecret bool, now time.Time) error {
-	success := next.SyncHash != "" && readyTrue(next)
-	if !wroteSecret && statusEqual(ss.Status, next) {
+// writeStatus writes next(status) as ss's status unless it says what the
+// status says already and the Secret was not written.
+// lastSuccessfulSyncTime moves only with a write. ss may be the cache's
+// trimmed form: the status is then read live first, so that next sees
+// and keeps all of it.
+func (r *Reconciler) writeStatus(ctx context.Context, ss *ss1.SecretSync, next func(ss1.SecretSyncStatus) ss1.SecretSyncStatus, wroteSecret bool, now time.Time) error {
+	full, err := r.fullSecretSync(ctx, ss)
+	if err != nil {
+		return err
+	}
+	st := next(full.Status)
+	if !wroteSecret && statusEqual(full.Status, st) {
 		return nil
 	}
-	if success {
+	if st.SyncHash != "" && readyTrue(st) {
 		t := metav1.NewTime(now)
-		next.LastSuccessfulSyncTime = &t
+		st.LastSuccessfulSyncTime = &t
 	}
-	upd := ss.DeepCopy()
-	upd.Status = next
-	if err := r.Client.Status().Update(ctx, upd); err != nil {
+	full.Status = st
+	if err := r.Client.Status().Update(ctx, full); err != nil {
 		return fmt.Errorf("update the status of SecretSync %s/%s: %w", ss.Namespace, ss.Name, err)
 	}
 	return nil
+}
+
+// fullSecretSync is ss whole: a copy of ss when it is, else read live. A
+// SecretSync that changed since the cache saw it (another generation, or
+// another object of that name) is a conflict: its new version is queued
+// already.
+func (r *Reconciler) fullSecretSync(ctx context.Context, ss *ss1.SecretSync) (*ss1.SecretSync, error) {
+	if !isTrimmed(ss) {
+		return ss.DeepCopy(), nil
+	}
+	var full ss1.SecretSync
+	if err := r.Live.Get(ctx, client.ObjectKeyFromObject(ss), &full); err != nil {
+		return nil, fmt.Errorf("read SecretSync %s/%s before writing its status: %w", ss.Namespace, ss.Name, err)
+	}
+	if full.UID != ss.UID || full.Generation != ss.Generation {
+		return nil, apierrors.NewConflict(ss1.GroupVersion.WithResource("secretsyncs").GroupResource(), ss.Name,
+			fmt.Errorf("SecretSync %s/%s changed since it was read", ss.Namespace, ss.Name))
+	}
+	full.ManagedFields = nil
+	return &full, nil
 }
 
 // retryConflict turns a conflict (the SecretSync changed since the cache

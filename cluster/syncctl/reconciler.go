@@ -99,7 +99,8 @@ func New(cfg Config, deps Deps) (*Reconciler, error) {
 // carrying secretsyncv1alpha1.LabelSecretSync only (every Secret the
 // controller writes carries it), so the cache does not grow with the
 // cluster's other Secrets, each data value replaced by its digest
-// (trimSecret); SecretSyncs and classes in full. No object keeps
+// (trimSecret); SecretSyncs trimmed to what deciding a refresh needs
+// (trimSecretSync); classes in full. No object keeps
 // its managedFields in the cache: the reconciler never reads them (the
 // Secret is written by server-side apply, the status by an update that
 // leaves them to the server), and they are a large part of a cached
@@ -122,15 +123,15 @@ func CacheOptions(annotate func(*corev1.Secret)) (cache.Options, error) {
 	}, nil
 }
 
-// trimObject is the cache's transform of SecretSyncs and classes: no
-// managedFields, no kubectl.kubernetes.io/last-applied-configuration
-// annotation (a copy of the whole manifest that kubectl apply and Argo CD
-// leave on every object; the reconciler never reads it, and a SecretSync's
-// status is written through the status subresource, which ignores
-// metadata); a SecretSync's repeated strings interned. Idempotent.
+// trimObject is the cache's transform of SecretSyncs and classes: a
+// SecretSync trimmed to what deciding a refresh needs (trimSecretSync); a
+// class without managedFields or the
+// kubectl.kubernetes.io/last-applied-configuration annotation (a copy of
+// the whole manifest that kubectl apply and Argo CD leave on every
+// object; the reconciler never reads it). Idempotent.
 func trimObject(obj any) (any, error) {
 	if ss, ok := obj.(*secretsyncv1alpha1.SecretSync); ok {
-		internSecretSync(ss)
+		return trimSecretSync(ss), nil
 	}
 	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)

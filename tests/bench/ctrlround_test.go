@@ -132,12 +132,30 @@ func (r *ctrlRun) count(b *testing.B, kind string, labelled bool) int {
 	return len(r.list(b, kind, labelled).Items)
 }
 
+// listPage is the most objects a list reads at once: one list of 10,000
+// timed out on a loaded API server.
+const listPage = 500
+
 // list reads the metadata of kind (SecretList or SecretSyncList) in the
-// benchmark namespace.
+// benchmark namespace, in pages of listPage.
 func (r *ctrlRun) list(b *testing.B, kind string, labelled bool) *metav1.PartialObjectMetadataList {
 	b.Helper()
+	out := &metav1.PartialObjectMetadataList{}
+	next := ""
+	for {
+		page := r.listPage(b, kind, labelled, next)
+		out.Items = append(out.Items, page.Items...)
+		if next = page.Continue; next == "" {
+			return out
+		}
+	}
+}
+
+// listPage reads one page of list, from the continue token next.
+func (r *ctrlRun) listPage(b *testing.B, kind string, labelled bool, next string) *metav1.PartialObjectMetadataList {
+	b.Helper()
 	list := &metav1.PartialObjectMetadataList{}
-	opts := []client.ListOption{client.InNamespace(syncNamespace)}
+	opts := []client.ListOption{client.InNamespace(syncNamespace), client.Limit(listPage), client.Continue(next)}
 	switch kind {
 	case "SecretList":
 		list.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: kind})
