@@ -97,6 +97,14 @@ func TestRecentEchoes(t *testing.T) {
 	if r.pending(key, "d1", nil) {
 		t.Error("a deleted copy's write is still pending")
 	}
+	// A write whose echo never came stops counting after recentTTL.
+	r.remember(key, "8", "d1")
+	w := r.m[key]
+	w.at = w.at.Add(-recentTTL)
+	r.m[key] = w
+	if r.pending(key, "d1", nil) {
+		t.Error("a write older than recentTTL is still pending")
+	}
 	var none *Recent
 	none.remember(key, "1", "d")
 	if none.pending(key, "d", nil) || none.Echo(secret("1", "", nil)) {

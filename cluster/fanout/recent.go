@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,7 +37,16 @@ const maxRecent = 100000
 
 type recentKey struct{ kind, namespace, name string }
 
-type recentWrite struct{ resourceVersion, digest string }
+type recentWrite struct {
+	resourceVersion, digest string
+	at                      time.Time
+}
+
+// recentTTL is how long a write counts as pending without its echo: an
+// echo comes in far less, unless the copies watch missed it (a copy
+// created and deleted while the watch restarted leaves no event at all);
+// past it, the copy is compared and written as if never written.
+const recentTTL = 30 * time.Second
 
 // NewRecent returns an empty Recent, to share between a Writer and the
 // CopyHandler of its copies.
@@ -57,12 +67,12 @@ func (r *Recent) remember(key recentKey, resourceVersion, digest string) {
 	if len(r.m) >= maxRecent {
 		clear(r.m)
 	}
-	r.m[key] = recentWrite{resourceVersion: resourceVersion, digest: digest}
+	r.m[key] = recentWrite{resourceVersion: resourceVersion, digest: digest, at: time.Now()}
 }
 
-// pending reports whether the copy at key was written with digest and
-// the cache's object (existing, nil when the cache has none) does not
-// show that write yet.
+// pending reports whether the copy at key was written with digest less
+// than recentTTL ago and the cache's object (existing, nil when the cache
+// has none) does not show that write yet.
 func (r *Recent) pending(key recentKey, digest string, existing client.Object) bool {
 	if r == nil {
 		return false
@@ -70,7 +80,8 @@ func (r *Recent) pending(key recentKey, digest string, existing client.Object) b
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w, ok := r.m[key]
-	return ok && w.digest == digest && (existing == nil || existing.GetResourceVersion() != w.resourceVersion)
+	return ok && w.digest == digest && time.Since(w.at) < recentTTL &&
+		(existing == nil || existing.GetResourceVersion() != w.resourceVersion)
 }
 
 // Echo reports whether o, from a copy's create or update event, is what
