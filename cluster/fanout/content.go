@@ -28,8 +28,12 @@ func newLike(o client.Object) client.Object {
 }
 
 // sameContent reports whether two copies hold the same type and data
-// (a missing map equals an empty one).
+// (a missing map equals an empty one). b may come from the copies cache:
+// its data is then compared by digest.
 func sameContent(a, b client.Object) bool {
+	if d, ok := cachedDigest(b); ok {
+		return ContentDigest(a) == d
+	}
 	switch x := a.(type) {
 	case *corev1.Secret:
 		y, ok := b.(*corev1.Secret)
@@ -96,3 +100,35 @@ func prefixed(_ string, keys []string) []string {
 }
 
 func cutPrefix(k string) (string, bool) { return strings.CutPrefix(k, binaryPrefix) }
+
+// cachedDigest is the digest trimCopy left on a cached copy: only on an
+// object whose values are all empty, as the cache holds them (an object
+// read from the API server with the annotation set by hand is compared
+// whole).
+func cachedDigest(o client.Object) (string, bool) {
+	d, ok := o.GetAnnotations()[AnnotationCachedDigest]
+	if !ok {
+		return "", false
+	}
+	switch x := o.(type) {
+	case *corev1.Secret:
+		return d, allEmpty(x.Data)
+	case *corev1.ConfigMap:
+		for _, v := range x.Data {
+			if v != "" {
+				return "", false
+			}
+		}
+		return d, allEmpty(x.BinaryData)
+	}
+	return "", false
+}
+
+func allEmpty(m map[string][]byte) bool {
+	for _, v := range m {
+		if len(v) > 0 {
+			return false
+		}
+	}
+	return true
+}

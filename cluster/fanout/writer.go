@@ -10,8 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -59,6 +59,9 @@ type Writer struct {
 	// out of date (reflector's reflected-at): they are written with the
 	// rest, not compared.
 	Volatile []string
+	// Recent, when set, remembers this writer's writes until the copies
+	// cache has them (share it with the CopyHandler of the copies).
+	Recent *Recent
 }
 
 // Apply makes the copy desired (a *corev1.Secret or *corev1.ConfigMap
@@ -66,40 +69,14 @@ type Writer struct {
 // exist as keymount's copy for owner. existing is the object of that name
 // in the copies cache (nil when the cache has none). An unchanged copy
 // costs no request; a missing one one create; a changed one (a source
-// change, a hand edit) one apply, plus one patch when keys must go.
+// change, a hand edit) one apply, plus one patch when keys must go. To
+// write one content into many namespaces, Batch encodes it once.
 func (w *Writer) Apply(ctx context.Context, owner, desired, existing client.Object) (Result, error) {
-	w.mark(owner, desired)
-	res := Updated
-	if existing == nil {
-		obj, ok := desired.DeepCopyObject().(client.Object)
-		if !ok {
-			return Unchanged, fmt.Errorf("fanout: a copy is a Secret or a ConfigMap, not %T", desired)
-		}
-		err := w.Client.Create(ctx, obj, client.FieldOwner(FieldManager))
-		if err == nil {
-			return Created, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return Unchanged, fmt.Errorf("create %s %s/%s: %w", kindOf(desired), desired.GetNamespace(), desired.GetName(), err)
-		}
-		if existing, err = w.live(ctx, desired); err != nil {
-			return Unchanged, err
-		}
-	}
-	if !IsCopy(existing, w.Name) {
-		if w.Adopt == nil || existing.GetLabels()[LabelCopy] != "" || !w.Adopt(existing) {
-			w.conflict(owner, existing)
-			return Unchanged, fmt.Errorf("%s %s/%s: %w", kindOf(existing), existing.GetNamespace(), existing.GetName(), ErrNotOurs)
-		}
-		res = Adopted
-	}
-	if res != Adopted && w.current(desired, existing) {
-		return Unchanged, nil
-	}
-	if err := w.apply(ctx, desired, existing); err != nil {
+	b, err := w.Batch(owner, desired)
+	if err != nil {
 		return Unchanged, err
 	}
-	return res, nil
+	return b.Apply(ctx, desired.GetNamespace(), existing)
 }
 
 // Delete deletes a copy this writer wrote; an object without its label is
@@ -108,6 +85,7 @@ func (w *Writer) Delete(ctx context.Context, existing client.Object) error {
 	if !IsCopy(existing, w.Name) {
 		return fmt.Errorf("delete %s %s/%s: %w", kindOf(existing), existing.GetNamespace(), existing.GetName(), ErrNotOurs)
 	}
+	w.Recent.Forget(existing)
 	uid := existing.GetUID()
 	err := w.Client.Delete(ctx, existing, client.Preconditions{UID: &uid})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -171,45 +149,11 @@ func (w *Writer) current(desired, existing client.Object) bool {
 	return sameContent(desired, existing)
 }
 
-// apply writes desired by server-side apply onto existing (by UID: one
-// deleted and re-created meanwhile is not taken over), then drops the
-// keys another manager keeps that desired does not have (a key added by
-// hand, or one the source lost that an earlier writer set).
-func (w *Writer) apply(ctx context.Context, desired, existing client.Object) error {
-	uid := existing.GetUID()
-	var err error
-	var extra []string
-	switch d := desired.(type) {
-	case *corev1.Secret:
-		cfg := corev1ac.Secret(d.Name, d.Namespace).WithUID(uid).WithType(d.Type).WithData(d.Data).
-			WithLabels(d.Labels).WithAnnotations(d.Annotations)
-		err = w.Client.Apply(ctx, cfg, client.FieldOwner(FieldManager), client.ForceOwnership)
-		if e, ok := existing.(*corev1.Secret); ok {
-			extra = missing(e.Data, d.Data)
-		}
-	case *corev1.ConfigMap:
-		cfg := corev1ac.ConfigMap(d.Name, d.Namespace).WithUID(uid).WithData(d.Data).WithBinaryData(d.BinaryData).
-			WithLabels(d.Labels).WithAnnotations(d.Annotations)
-		err = w.Client.Apply(ctx, cfg, client.FieldOwner(FieldManager), client.ForceOwnership)
-		if e, ok := existing.(*corev1.ConfigMap); ok {
-			extra = append(missing(e.Data, d.Data), prefixed("binaryData", missing(e.BinaryData, d.BinaryData))...)
-		}
-	default:
-		return fmt.Errorf("fanout: a copy is a Secret or a ConfigMap, not %T", desired)
-	}
-	if err != nil {
-		return fmt.Errorf("apply %s %s/%s: %w", kindOf(desired), desired.GetNamespace(), desired.GetName(), err)
-	}
-	if len(extra) == 0 {
-		return nil
-	}
-	return w.dropKeys(ctx, desired, uid, extra)
-}
-
-// dropKeys removes keys from a copy by JSON merge patch (a null per key;
-// one already gone is no error). Keys of a ConfigMap's binaryData come
-// prefixed "binaryData/".
-func (w *Writer) dropKeys(ctx context.Context, desired client.Object, uid types.UID, keys []string) error {
+// dropKeys removes keys from the copy target names by JSON merge patch
+// (a null per key; one already gone is no error), answered with its
+// metadata; it returns the copy's resourceVersion. Keys of a ConfigMap's
+// binaryData come prefixed "binaryData/".
+func (w *Writer) dropKeys(ctx context.Context, target client.Object, uid types.UID, keys []string) (string, error) {
 	data, bin := map[string]any{}, map[string]any{}
 	for _, k := range keys {
 		if rest, ok := cutPrefix(k); ok {
@@ -227,13 +171,13 @@ func (w *Writer) dropKeys(ctx context.Context, desired client.Object, uid types.
 	}
 	body, err := json.Marshal(patch)
 	if err != nil {
-		return err
+		return "", err
 	}
-	obj := newLike(desired)
-	obj.SetNamespace(desired.GetNamespace())
-	obj.SetName(desired.GetName())
-	if err := w.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(FieldManager)); err != nil {
-		return fmt.Errorf("drop keys of %s %s/%s: %w", kindOf(desired), desired.GetNamespace(), desired.GetName(), err)
+	out := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kindOf(target)}}
+	out.SetNamespace(target.GetNamespace())
+	out.SetName(target.GetName())
+	if err := w.Client.Patch(ctx, out, client.RawPatch(types.MergePatchType, body), client.FieldOwner(FieldManager)); err != nil {
+		return "", fmt.Errorf("drop keys of %s %s/%s: %w", kindOf(target), target.GetNamespace(), target.GetName(), err)
 	}
-	return nil
+	return out.ResourceVersion, nil
 }

@@ -63,7 +63,8 @@ func New(deps Deps) (*Reconciler, error) {
 	}
 	return &Reconciler{
 		client: deps.Client, live: deps.Live, events: deps.Events, copies: deps.Copies,
-		writer: fanout.Writer{Name: Writer, Client: writes, Live: writesLive, Events: deps.Events, Volatile: volatile},
+		writer: fanout.Writer{Name: Writer, Client: writes, Live: writesLive, Events: deps.Events, Volatile: volatile,
+			Recent: fanout.NewRecent()},
 	}, nil
 }
 

@@ -47,7 +47,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		For(&mirrorsv1alpha2.SecretMirror{}, builder.WithPredicates(specOrDeletion())).
 		WatchesRawSource(source.Kind(r.copies, client.Object(fanout.NamespaceMeta()),
 			handler.EnqueueRequestsFromMapFunc(r.mirrorsMatching), newOnly)).
-		WatchesRawSource(source.Kind(r.copies, client.Object(&corev1.Secret{}), handler.EnqueueRequestsFromMapFunc(ownerOf))).
+		WatchesRawSource(source.Kind(r.copies, client.Object(&corev1.Secret{}), fanout.CopyHandler(r.writer.Recent, ownerOf))).
 		WatchesRawSource(source.Channel(r.sources.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		Complete(r)
@@ -68,7 +68,7 @@ func specOrDeletion() predicate.Predicate {
 
 // ownerOf maps a copy of this writer to the SecretMirror named by its
 // owner annotation.
-func ownerOf(_ context.Context, o client.Object) []reconcile.Request {
+func ownerOf(o client.Object) []reconcile.Request {
 	if !fanout.IsCopy(o, Writer) {
 		return nil
 	}

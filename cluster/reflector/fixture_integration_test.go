@@ -33,10 +33,13 @@ type fixture struct {
 	cs kubernetes.Interface
 }
 
-func startFixture(t *testing.T) *fixture {
+func startFixture(t *testing.T) *fixture { t.Helper(); return startFixtureWith(t, k8senv.Options{}) }
+
+// startFixtureWith starts the control plane with opts.
+func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	t.Helper()
 	ctrl.SetLogger(klog.Background())
-	env := k8senv.Start(t, k8senv.Options{})
+	env := k8senv.Start(t, opts)
 	scheme, err := kube.NewScheme()
 	if err != nil {
 		t.Fatal(err)

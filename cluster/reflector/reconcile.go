@@ -84,22 +84,26 @@ func (r *Reconciler) writeCopies(ctx context.Context, src client.Object, want ma
 	ref := client.ObjectKeyFromObject(src).String()
 	w := *r.writer
 	w.Adopt = func(o client.Object) bool { return o.GetAnnotations()[AnnotationReflects] == ref }
-	at := ReflectedAt(r.clock.Now())
+	// One content for every namespace, encoded once.
+	desired := r.kind.content(src, "", src.GetName())
+	desired.SetAnnotations(map[string]string{
+		AnnotationReflects: ref, AnnotationAutoReflects: formatBool(true),
+		AnnotationReflectedVersion: src.GetResourceVersion(), AnnotationReflectedAt: ReflectedAt(r.clock.Now()),
+	})
+	batch, err := w.Batch(src, desired)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	var mu sync.Mutex
 	var errs []error
 	conflicts, written := 0, 0
 	sem := make(chan struct{}, writeParallelism)
 	var wg sync.WaitGroup
 	for ns := range want {
-		desired := r.kind.content(src, ns, src.GetName())
-		desired.SetAnnotations(map[string]string{
-			AnnotationReflects: ref, AnnotationAutoReflects: formatBool(true),
-			AnnotationReflectedVersion: src.GetResourceVersion(), AnnotationReflectedAt: at,
-		})
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			res, err := w.Apply(ctx, src, desired, copies[ns])
+			res, err := batch.Apply(ctx, ns, copies[ns])
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

@@ -95,7 +95,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		r := &Reconciler{
 			kind: k, cache: opts.Cache, sources: inf, live: mgr.GetAPIReader(), events: opts.Events, clock: clock.RealClock{},
 			writer: &fanout.Writer{Name: WriterName, Client: writes, Live: writesLive, Events: opts.Events,
-				Volatile: []string{AnnotationReflectedAt}},
+				Volatile: []string{AnnotationReflectedAt}, Recent: fanout.NewRecent()},
 		}
 		if err := r.setup(mgr, opts.Workers); err != nil {
 			return err
@@ -112,7 +112,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager, workers int) error {
 		WatchesRawSource(fanout.InformerSource(r.sources, r.sourceRequests)).
 		WatchesRawSource(source.Kind[client.Object](r.cache, fanout.NamespaceMeta(),
 			handler.EnqueueRequestsFromMapFunc(r.namespaceRequests), namespaceChanges())).
-		WatchesRawSource(source.Kind(r.cache, r.kind.newObj(), handler.EnqueueRequestsFromMapFunc(r.copyRequests))).
+		WatchesRawSource(source.Kind(r.cache, r.kind.newObj(), fanout.CopyHandler(r.writer.Recent, r.copyRequests))).
 		Complete(r)
 }
 
@@ -159,8 +159,9 @@ func (r *Reconciler) namespaceRequests(_ context.Context, ns client.Object) []re
 }
 
 // copyRequests: a change of a copy this package wrote (an edit by hand,
-// a delete) reconciles its source; of a manual mirror, the mirror.
-func (r *Reconciler) copyRequests(_ context.Context, c client.Object) []reconcile.Request {
+// a delete) reconciles its source; of a manual mirror, the mirror. The
+// echoes of the reconciler's own writes do not (fanout.CopyHandler).
+func (r *Reconciler) copyRequests(c client.Object) []reconcile.Request {
 	if !fanout.IsCopy(c, WriterName) {
 		return nil
 	}

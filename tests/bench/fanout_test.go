@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
@@ -81,7 +82,10 @@ type fanoutRun struct {
 //   - unrelated-update-cpu-s: its CPU time while the first 10,000 unrelated
 //     Secrets are updated, until it is quiet again;
 //   - rss-10k-mib, rss-50k-mib: its VmRSS after the idle window at each
-//     reading (targets ≤ 64 MiB, and ≤ +2 MiB between them: rss-growth-mib).
+//     reading (targets ≤ 64 MiB, and ≤ +2 MiB between them: rss-growth-mib);
+//     rss-50k-anon-mib and rss-50k-file-mib split the second reading into
+//     anonymous pages (heap, stacks, runtime) and the binary's own
+//     file-backed pages.
 //
 // One op is the whole scenario: run it with -benchtime 1x.
 func BenchmarkFanout(b *testing.B) {
@@ -133,6 +137,7 @@ func runFanoutBench(b *testing.B, bin string, namespaces, unrelated int, idle ti
 	idleCPU2 := r.cpuOver(b, idle)
 	rss50 := procMiB(b, r.ctrl.proc.Pid(), "VmRSS")
 	hwm := procMiB(b, r.ctrl.proc.Pid(), "VmHWM")
+	anon, file := procMiB(b, r.ctrl.proc.Pid(), "RssAnon"), procMiB(b, r.ctrl.proc.Pid(), "RssFile")
 	r.logRSS(b, "second reading")
 	r.ctrl.writeHeapProfile(b, os.Getenv(envHeapProfile))
 	if n := len(r.copies(b).Items); n != namespaces {
@@ -147,6 +152,8 @@ func runFanoutBench(b *testing.B, bin string, namespaces, unrelated int, idle ti
 	b.ReportMetric(rss50, "rss-50k-mib")
 	b.ReportMetric(rss50-rss10, "rss-growth-mib")
 	b.ReportMetric(hwm, "hwm-mib")
+	b.ReportMetric(anon, "rss-50k-anon-mib")
+	b.ReportMetric(file, "rss-50k-file-mib")
 	b.Logf("%d namespaces, %d then %d unrelated Secrets:", namespaces, first, unrelated)
 	b.Logf("  copies-s               %8.1f", copies.Seconds())
 	b.Logf("  change-s               %8.1f", change.Seconds())
@@ -265,21 +272,58 @@ func (r *fanoutRun) copies(b *testing.B) *metav1.PartialObjectMetadataList {
 }
 
 // waitCopies waits until every namespace holds a copy; with exact, one
-// whose reflected-version is version.
+// whose reflected-version is version. It lists the copies once, then
+// watches them (a list every 100 ms would cost the API server, which the
+// controller's writes need, more than the watch).
 func (r *fanoutRun) waitCopies(b *testing.B, what, version string, exact bool) {
 	b.Helper()
-	var done int
-	err := wait.PollUntilContextTimeout(b.Context(), 100*time.Millisecond, stallTimeout, true, func(context.Context) (bool, error) {
-		done = 0
-		for _, c := range r.copies(b).Items {
-			if !exact || c.Annotations[reflector.AnnotationReflectedVersion] == version {
-				done++
+	done := map[string]bool{}
+	counts := func(m *metav1.PartialObjectMetadata) bool {
+		return !exact || m.Annotations[reflector.AnnotationReflectedVersion] == version
+	}
+	deadline := time.After(stallTimeout)
+	for {
+		list := r.copies(b)
+		clear(done)
+		for i := range list.Items {
+			if counts(&list.Items[i]) {
+				done[list.Items[i].Namespace] = true
 			}
 		}
-		return done >= r.namespaces, r.exited()
-	})
-	if err != nil {
-		b.Fatalf("%s: %d of %d after %s: %v\n%s", what, done, r.namespaces, stallTimeout, err, r.ctrl.logTail())
+		if len(done) >= r.namespaces {
+			return
+		}
+		w, err := r.meta.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Watch(b.Context(), metav1.ListOptions{
+			LabelSelector: fanout.LabelCopy + "=" + reflector.WriterName, ResourceVersion: list.ResourceVersion,
+		})
+		if err != nil {
+			b.Fatalf("watch the copies: %v", err)
+		}
+		for open := true; open && len(done) < r.namespaces; {
+			select {
+			case ev, ok := <-w.ResultChan():
+				m, isMeta := ev.Object.(*metav1.PartialObjectMetadata)
+				switch {
+				case !ok:
+					open = false // watch ended: list again
+				case !isMeta:
+				case ev.Type != watch.Deleted && counts(m):
+					done[m.Namespace] = true
+				default:
+					delete(done, m.Namespace)
+				}
+			case <-deadline:
+				w.Stop()
+				b.Fatalf("%s: %d of %d after %s\n%s", what, len(done), r.namespaces, stallTimeout, r.ctrl.logTail())
+			case <-r.ctrl.proc.Exited():
+				w.Stop()
+				b.Fatalf("%s: %v\n%s", what, r.exited(), r.ctrl.logTail())
+			}
+		}
+		w.Stop()
+		if len(done) >= r.namespaces {
+			return
+		}
 	}
 }
 
