@@ -66,7 +66,9 @@ func TestVaultProviderValues(t *testing.T) {
 	if !hasArg(c.Args, "--reissue-margin=10m") || !hasArg(c.Args, "--provider-dir=/run/secrets-store-csi-providers") {
 		t.Errorf("args %q", c.Args)
 	}
-	if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "vault-ca" && v.ConfigMap != nil && v.ConfigMap.Name == "vault-ca" }) {
+	if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "vault-ca" && v.ConfigMap != nil && v.ConfigMap.Name == "vault-ca"
+	}) {
 		t.Errorf("volumes %+v: want vault-ca from providers.vault.volumes", pod.Volumes)
 	}
 	wantMounts := []string{"providers-dir", "vault-ca"}

@@ -22,9 +22,9 @@ type conversion struct {
 	objects  []*awsObject
 	// vaultObjects and vaultParams are a vault class's objects and other
 	// parameters.
-	vaultObjects []*vaultObject
-	vaultParams  map[string]string
-	serviceAccount      string
+	vaultObjects   []*vaultObject
+	vaultParams    map[string]string
+	serviceAccount string
 	// The Secret.
 	secretType          string
 	labels, annotations map[string]string
