@@ -20,7 +20,7 @@ GO ?= go
 GOFMT ?= $(shell $(GO) env GOROOT)/bin/gofmt
 
 # The binaries under cmd/ that `make build` and the image ship.
-BINARIES := keymount-driver keymount-provider-local keymount-provider-aws keymount keymount-controller
+BINARIES := keymount-driver keymount-provider-local keymount-provider-aws keymount-provider-vault keymount keymount-controller
 BIN_DIR ?= bin
 
 TEST_TIMEOUT ?= 20m
