@@ -115,11 +115,11 @@ func (v *vaultReader) readAs(ctx context.Context, base *vaultapi.Client, l *vaul
 		return vaultValue{}, vaultError("read", apiPath, l.role, err)
 	}
 	if s == nil {
-		return vaultValue{}, fmt.Errorf("Vault %s: read %s as %s: %w", addr, apiPath, l.role, errVaultNotFound)
+		return vaultValue{}, fmt.Errorf("read %s from %s as %s: %w", apiPath, addr, l.role, errVaultNotFound)
 	}
 	r, err := decodeKV(s)
 	if err != nil {
-		return vaultValue{}, fmt.Errorf("Vault %s: read %s: %w", addr, apiPath, err)
+		return vaultValue{}, fmt.Errorf("read %s from %s: %w", apiPath, addr, err)
 	}
 	r.addr, r.path = addr, apiPath
 	v.mu.Lock()
@@ -235,7 +235,7 @@ func (v *vaultReader) client(addr string) (*vaultapi.Client, error) {
 	}
 	cfg := vaultapi.DefaultConfig()
 	if cfg.Error != nil {
-		return nil, fmt.Errorf("Vault client: %w", cfg.Error)
+		return nil, fmt.Errorf("the Vault client configuration: %w", cfg.Error)
 	}
 	cfg.Address = addr
 	c, err := vaultapi.NewClient(cfg)
