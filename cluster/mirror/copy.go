@@ -38,10 +38,11 @@ func copied(key string) bool {
 // fanout.AnnotationOwner and of mirrors' owned-by.
 func owner(m *mirrorsv1alpha2.SecretMirror) string { return m.Namespace + "/" + m.Name }
 
-// desired is the copy of src that m puts in namespace ns: the source's
-// type, data, labels and annotations (but notCopied) and mirrors'
-// annotations; the fanout.Writer adds keymount's marks.
-func desired(m *mirrorsv1alpha2.SecretMirror, src *corev1.Secret, ns string) *corev1.Secret {
+// desired is the copy of src (read from a source of type typ) that m puts
+// in namespace ns: the source's type, data, labels and annotations (but
+// notCopied) and mirrors' annotations; the fanout.Writer adds keymount's
+// marks.
+func desired(m *mirrorsv1alpha2.SecretMirror, src *corev1.Secret, typ mirrorsv1alpha2.SourceType, ns string) *corev1.Secret {
 	c := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: src.Name, Labels: map[string]string{}, Annotations: map[string]string{}},
 		Type:       src.Type,
@@ -61,7 +62,7 @@ func desired(m *mirrorsv1alpha2.SecretMirror, src *corev1.Secret, ns string) *co
 		}
 	}
 	c.Annotations[AnnotationOwnedBy] = owner(m)
-	c.Annotations[AnnotationSourceType] = string(mirrorsv1alpha2.SourceTypeSecret)
+	c.Annotations[AnnotationSourceType] = string(typ)
 	c.Annotations[AnnotationParentVersion] = src.ResourceVersion
 	c.Annotations[AnnotationLastSyncAt] = metav1.Now().String()
 	return c

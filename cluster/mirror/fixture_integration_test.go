@@ -25,6 +25,7 @@ import (
 	"github.com/keymount/keymount/cluster/fanout"
 	"github.com/keymount/keymount/cluster/mirror"
 	"github.com/keymount/keymount/cluster/syncctl"
+	"github.com/keymount/keymount/cluster/tokens"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/tests/k8senv"
 )
@@ -77,9 +78,14 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	toks, err := tokens.NewManager(f.cs, tokens.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r, err := mirror.New(mirror.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies,
 		Events: mgr.GetEventRecorder("keymount-controller"),
+		Tokens: toks, Audiences: []string{"vault"},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -238,9 +238,10 @@ func (f *fixture) testSourceDeleted(t *testing.T) {
 	f.status(t, "sd-src", "s", mirrorsv1alpha2.MirrorStatusActive, "")
 }
 
-// testVault: mirrors' Vault source and destination (its README's
-// manifests) are accepted and answered with Error naming keymount's Vault
-// issue; nothing is written.
+// testVault: mirrors' Vault destination (its README's manifest) is
+// answered with Error saying keymount does not write to Vault; a Vault
+// source whose AppRole Secret is missing is an Error naming the field and
+// the Secret. Nothing is written. TestSecretMirrorVault reads a real Vault.
 func (f *fixture) testVault(t *testing.T) {
 	f.namespace(t, "vault-src", "vault-dst-1")
 	f.source(t, "vault-src", "mysecret", "v")
@@ -264,11 +265,14 @@ func (f *fixture) testVault(t *testing.T) {
 		if err := f.c.Create(t.Context(), m); err != nil {
 			t.Fatal(err)
 		}
-		f.status(t, m.Namespace, m.Name, mirrorsv1alpha2.MirrorStatusError, "issue 22")
-		f.event(t, m.Namespace, m.Name, mirror.EventMirrorVaultError, "Vault provider (issue 22)")
 	}
+	f.status(t, to.Namespace, to.Name, mirrorsv1alpha2.MirrorStatusError, "does not write to Vault")
+	f.event(t, to.Namespace, to.Name, mirror.EventMirrorVaultError, "keymount does not write to Vault")
+	const missing = "spec.source.vault.auth.approle.secretRef: Secret vault-src/vault-approle not found"
+	f.status(t, from.Namespace, from.Name, mirrorsv1alpha2.MirrorStatusError, missing)
+	f.event(t, from.Namespace, from.Name, mirror.EventMirrorVaultError, missing)
 	if s, err := f.secret(t.Context(), "vault-dst-1", "mysecret2"); err != nil || s != nil {
-		t.Fatalf("vault-dst-1/mysecret2 = %v (err %v): a Vault source writes nothing yet", s, err)
+		t.Fatalf("vault-dst-1/mysecret2 = %v (err %v): a Vault source that cannot be read writes nothing", s, err)
 	}
 	f.mirrorGone(t, "vault-src", "to-vault")
 	f.mirrorGone(t, "vault-src", "from-vault")

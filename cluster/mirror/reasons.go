@@ -14,8 +14,10 @@ const (
 	// EventMirrorError (Warning): some copies could not be written (the API
 	// server refused them); mirrorStatus Error, retried.
 	EventMirrorError = "Error"
-	// EventMirrorVaultError (Warning): source.type or destination.type is vault,
-	// which keymount does not serve yet; mirrorStatus Error.
+	// EventMirrorVaultError (Warning): a Vault source could not be read (the
+	// note names the path, who logged in and Vault's message), or
+	// destination.type is vault, which keymount does not serve;
+	// mirrorStatus Error.
 	EventMirrorVaultError = "VaultError"
 	// EventMirrorInvalidSpec (Warning): a destination regular expression does not
 	// compile, or there is none; mirrorStatus Error until the spec is fixed.
@@ -26,9 +28,9 @@ const (
 	EventMirrorCopiesDeleted = "CopiesDeleted"
 )
 
-// VaultMessage is status.message and the VaultError event's note for a
-// Vault source or destination.
-const VaultMessage = "Vault sources and destinations need keymount's Vault provider (issue 22), not available yet"
+// VaultDestinationMessage is status.message and the VaultError event's
+// note for a Vault destination.
+const VaultDestinationMessage = "destination.type vault: keymount does not write to Vault (it reads secrets from stores, never writes them back); keep mirrors for SecretMirrors that push to Vault, or copy into namespaces"
 
 // Finalizer is mirrors' own: a SecretMirror mirrors created is finalized
 // by keymount the same way, and back.

@@ -34,6 +34,13 @@ type Deps struct {
 	// same-named Secret in their way (reflector.Options.Writes); Client
 	// and Live when nil.
 	Writes client.Client
+	// Tokens, when set, mints the ServiceAccount tokens of Vault sources
+	// with auth.kubernetes (tokens.Manager); without it such a source is
+	// an Error.
+	Tokens TokenSource
+	// Audiences are those Tokens may be asked for (the controller's
+	// --token-request-audience); a Vault source naming another is an Error.
+	Audiences []string
 }
 
 // Reconciler serves SecretMirrors.
@@ -47,6 +54,8 @@ type Reconciler struct {
 	writer fanout.Writer
 	// sources watches the source Secrets by name (SetupWithManager).
 	sources *sourceWatches
+	// vault reads Vault sources.
+	vault *vaultReader
 }
 
 // New checks deps and returns a Reconciler; SetupWithManager starts it.
@@ -65,6 +74,7 @@ func New(deps Deps) (*Reconciler, error) {
 		client: deps.Client, live: deps.Live, events: deps.Events, copies: deps.Copies,
 		writer: fanout.Writer{Name: Writer, Client: writes, Live: writesLive, Events: deps.Events, Volatile: volatile,
 			Recent: fanout.NewRecent()},
+		vault: newVaultReader(deps.Live, deps.Tokens, deps.Audiences),
 	}, nil
 }
 
@@ -79,6 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.sources.forget(req.NamespacedName)
+			r.vault.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -86,6 +97,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	s, specErr := parseSpec(m)
 	if !m.DeletionTimestamp.IsZero() {
 		r.sources.forget(req.NamespacedName)
+		r.vault.forget(req.NamespacedName)
 		return ctrl.Result{}, r.finalize(ctx, m, s)
 	}
 	if !controllerutil.ContainsFinalizer(m, Finalizer) {
@@ -96,20 +108,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	switch {
-	case s.vault:
+	case s.vaultDestination:
 		r.sources.forget(req.NamespacedName)
-		r.events.Eventf(m, nil, corev1.EventTypeWarning, EventMirrorVaultError, "Sync", VaultMessage)
-		return ctrl.Result{}, r.setStatus(ctx, m, outcome{status: mirrorsv1alpha2.MirrorStatusError, message: VaultMessage})
+		r.events.Eventf(m, nil, corev1.EventTypeWarning, EventMirrorVaultError, "Sync", VaultDestinationMessage)
+		return ctrl.Result{}, r.setStatus(ctx, m, outcome{status: mirrorsv1alpha2.MirrorStatusError, message: VaultDestinationMessage})
 	case specErr != nil:
 		r.sources.forget(req.NamespacedName)
 		r.events.Eventf(m, nil, corev1.EventTypeWarning, EventMirrorInvalidSpec, "Sync", "%s", specErr.Error())
 		return ctrl.Result{}, r.setStatus(ctx, m, outcome{status: mirrorsv1alpha2.MirrorStatusError, message: specErr.Error()})
 	}
-	src := types.NamespacedName{Namespace: m.Namespace, Name: s.sourceName}
-	if err := r.sources.watch(ctx, req.NamespacedName, src); err != nil {
-		return ctrl.Result{}, err
+	var (
+		o   outcome
+		err error
+	)
+	if s.vaultSource {
+		r.sources.forget(req.NamespacedName)
+		o, err = r.syncVault(ctx, m, s)
+	} else {
+		src := types.NamespacedName{Namespace: m.Namespace, Name: s.sourceName}
+		if err := r.sources.watch(ctx, req.NamespacedName, src); err != nil {
+			return ctrl.Result{}, err
+		}
+		o, err = r.sync(ctx, m, s, src)
 	}
-	o, err := r.sync(ctx, m, s, src)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -91,7 +91,7 @@ func (r *Reconciler) mirrorsMatching(ctx context.Context, o client.Object) []rec
 	for i := range list.Items {
 		m := &list.Items[i]
 		s, err := parseSpec(m)
-		if err != nil || s.vault || !s.match.matches(o.GetName()) {
+		if err != nil || s.vaultDestination || !s.match.matches(o.GetName()) {
 			continue
 		}
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(m)})

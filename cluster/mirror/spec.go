@@ -12,11 +12,15 @@ import (
 // spec is a SecretMirror's spec with mirrors' defaults applied and its
 // destination compiled.
 type spec struct {
-	sourceName   string
-	vault        bool
-	deletePolicy mirrorsv1alpha2.DeletePolicy
-	period       time.Duration
-	match        matcher
+	sourceName string
+	// vaultSource: source.type vault, read by the vaultReader.
+	vaultSource bool
+	// vaultDestination: destination.type vault, which keymount does not
+	// serve.
+	vaultDestination bool
+	deletePolicy     mirrorsv1alpha2.DeletePolicy
+	period           time.Duration
+	match            matcher
 }
 
 // matcher reports whether a namespace receives a copy.
@@ -36,8 +40,8 @@ var errNoDestination = errors.New("spec.destination.namespaces is empty: list at
 
 // parseSpec applies mirrors' defaults (source.name the SecretMirror's name,
 // pollPeriodSeconds 180, deletePolicy delete, retain for a Vault
-// destination) and compiles the destination. A Vault source or destination
-// is reported by spec.vault, not as an error.
+// destination) and compiles the destination. A Vault destination is
+// reported by spec.vaultDestination, not as an error.
 func parseSpec(m *mirrorsv1alpha2.SecretMirror) (spec, error) {
 	s := spec{
 		sourceName:   m.Spec.Source.Name,
@@ -53,11 +57,10 @@ func parseSpec(m *mirrorsv1alpha2.SecretMirror) (spec, error) {
 	if s.deletePolicy == "" {
 		s.deletePolicy = mirrorsv1alpha2.DeletePolicyDelete
 	}
-	if m.Spec.Source.Type == mirrorsv1alpha2.SourceTypeVault || m.Spec.Destination.Type == mirrorsv1alpha2.DestinationTypeVault {
-		s.vault = true
-		if m.Spec.Destination.Type == mirrorsv1alpha2.DestinationTypeVault {
-			s.deletePolicy = mirrorsv1alpha2.DeletePolicyRetain
-		}
+	s.vaultSource = m.Spec.Source.Type == mirrorsv1alpha2.SourceTypeVault
+	if m.Spec.Destination.Type == mirrorsv1alpha2.DestinationTypeVault {
+		s.vaultDestination = true
+		s.deletePolicy = mirrorsv1alpha2.DeletePolicyRetain
 		return s, nil
 	}
 	var err error

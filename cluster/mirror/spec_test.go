@@ -23,7 +23,7 @@ func TestParseSpecDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.sourceName != "pull" || s.period != 180*time.Second || s.deletePolicy != mirrorsv1alpha2.DeletePolicyDelete || s.vault {
+	if s.sourceName != "pull" || s.period != 180*time.Second || s.deletePolicy != mirrorsv1alpha2.DeletePolicyDelete || s.vaultSource || s.vaultDestination {
 		t.Errorf("defaults %+v: want source pull, 3m, delete, not vault", s)
 	}
 	s, err = parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
@@ -37,14 +37,15 @@ func TestParseSpecDefaults(t *testing.T) {
 	s, err = parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
 		Destination: mirrorsv1alpha2.SecretMirrorDestination{Type: mirrorsv1alpha2.DestinationTypeVault},
 	}))
-	if err != nil || !s.vault || s.deletePolicy != mirrorsv1alpha2.DeletePolicyRetain {
+	if err != nil || !s.vaultDestination || s.deletePolicy != mirrorsv1alpha2.DeletePolicyRetain {
 		t.Errorf("vault destination %+v, %v: want vault, retain", s, err)
 	}
 	s, err = parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
-		Source: mirrorsv1alpha2.SecretMirrorSource{Type: mirrorsv1alpha2.SourceTypeVault},
+		Source:      mirrorsv1alpha2.SecretMirrorSource{Type: mirrorsv1alpha2.SourceTypeVault},
+		Destination: mirrorsv1alpha2.SecretMirrorDestination{Namespaces: []string{"a"}},
 	}))
-	if err != nil || !s.vault || s.deletePolicy != mirrorsv1alpha2.DeletePolicyDelete {
-		t.Errorf("vault source %+v, %v: want vault, delete", s, err)
+	if err != nil || !s.vaultSource || s.vaultDestination || s.deletePolicy != mirrorsv1alpha2.DeletePolicyDelete || !s.match.matches("a") {
+		t.Errorf("vault source %+v, %v: want a Vault source copied into namespaces, delete", s, err)
 	}
 }
 

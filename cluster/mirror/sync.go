@@ -35,8 +35,21 @@ func (r *Reconciler) sync(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, 
 		if !apierrors.IsNotFound(err) {
 			return outcome{}, fmt.Errorf("source Secret %s: %w", name, err)
 		}
-		return r.sourceMissing(ctx, m, s, name)
+		return r.sourceMissing(ctx, m, s, "Secret "+name.String())
 	}
+	return r.fanOut(ctx, m, s, src, origin{typ: mirrorsv1alpha2.SourceTypeSecret, name: "Secret " + name.String()})
+}
+
+// origin says where a copy comes from: mirrors' source-type annotation and
+// the name messages give it.
+type origin struct {
+	typ  mirrorsv1alpha2.SourceType
+	name string
+}
+
+// fanOut writes src into every matching namespace and removes the copies
+// in namespaces that no longer match.
+func (r *Reconciler) fanOut(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, s spec, src *corev1.Secret, from origin) (outcome, error) {
 	namespaces, err := r.matching(ctx, s.match, m.Namespace)
 	if err != nil {
 		return outcome{}, err
@@ -44,7 +57,7 @@ func (r *Reconciler) sync(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, 
 	var written, notOwned []string
 	failed := map[string]error{}
 	for _, ns := range namespaces {
-		wrote, err := r.writeCopy(ctx, m, desired(m, src, ns))
+		wrote, err := r.writeCopy(ctx, m, desired(m, src, from.typ, ns))
 		switch {
 		case errors.Is(err, fanout.ErrNotOurs):
 			notOwned = append(notOwned, ns)
@@ -60,10 +73,10 @@ func (r *Reconciler) sync(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, 
 	}
 	if len(written) > 0 {
 		r.events.Eventf(m, nil, corev1.EventTypeNormal, EventMirrorSynced, "Sync",
-			"Synced secret %s to namespaces (%d written: %s)", name, len(written), abbreviate(written))
+			"Synced %s to namespaces (%d written: %s)", from.name, len(written), abbreviate(written))
 	}
 	o := outcome{status: mirrorsv1alpha2.MirrorStatusActive, wrote: len(written) > 0 || deleted > 0,
-		message: fmt.Sprintf("Secret %s copied to %d namespaces", name, len(namespaces)-len(notOwned)-len(failed))}
+		message: fmt.Sprintf("%s copied to %d namespaces", from.name, len(namespaces)-len(notOwned)-len(failed))}
 	var problems []string
 	if len(notOwned) > 0 {
 		msg := fmt.Sprintf("Secret %s exists in namespaces %s and was not written by keymount: not overwritten; delete or rename it to receive the copy",
@@ -85,9 +98,9 @@ func (r *Reconciler) sync(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, 
 
 // sourceMissing reports a missing source (Pending, as mirrors does) and,
 // with deletePolicy delete, removes the copies keymount wrote of it.
-func (r *Reconciler) sourceMissing(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, s spec, name types.NamespacedName) (outcome, error) {
-	r.events.Eventf(m, nil, corev1.EventTypeWarning, EventMirrorNoSecret, "Sync", "Secret %s not found, waiting to appear", name)
-	o := outcome{status: mirrorsv1alpha2.MirrorStatusPending, message: fmt.Sprintf("Secret %s not found, waiting to appear", name)}
+func (r *Reconciler) sourceMissing(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, s spec, what string) (outcome, error) {
+	r.events.Eventf(m, nil, corev1.EventTypeWarning, EventMirrorNoSecret, "Sync", "%s not found, waiting to appear", what)
+	o := outcome{status: mirrorsv1alpha2.MirrorStatusPending, message: fmt.Sprintf("%s not found, waiting to appear", what)}
 	if s.deletePolicy == mirrorsv1alpha2.DeletePolicyRetain {
 		return o, nil
 	}

@@ -82,7 +82,7 @@ func run(ctx context.Context, cfg *config) error {
 		return err
 	}
 	if cfg.enableFanout {
-		if err := setupFanout(mgr, cfg); err != nil {
+		if err := setupFanout(mgr, cfg, toks); err != nil {
 			return err
 		}
 	}
@@ -112,7 +112,7 @@ func restartHashKey(ctx context.Context, hashes *synchash.KeySource) []byte {
 // setupFanout adds the fan-out reconcilers (--enable-fanout) on one shared
 // cache of namespace metadata and copies (cluster/fanout): reflector's
 // annotations and SecretMirrors.
-func setupFanout(mgr ctrl.Manager, cfg *config) error {
+func setupFanout(mgr ctrl.Manager, cfg *config, toks mirror.TokenSource) error {
 	c, err := fanout.NewCache(mgr)
 	if err != nil {
 		return err
@@ -124,7 +124,7 @@ func setupFanout(mgr ctrl.Manager, cfg *config) error {
 	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c, Workers: cfg.workers, Writes: writes}); err != nil {
 		return err
 	}
-	return setupMirrors(mgr, cfg, c, writes)
+	return setupMirrors(mgr, cfg, c, writes, toks)
 }
 
 // fanoutClient is the client that writes the copies: uncached, with its
@@ -145,7 +145,7 @@ func fanoutClient(mgr ctrl.Manager, cfg *config) (client.Client, error) {
 // setupMirrors adds SecretMirrors (cluster/mirror) when the API server
 // serves their CRD (deploy/crds installs it); without it, they are off and
 // the log says so.
-func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache, writes client.Client) error {
+func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache, writes client.Client, toks mirror.TokenSource) error {
 	gk := schema.GroupKind{Group: mirrorsv1alpha2.GroupName, Kind: "SecretMirror"}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gk, mirrorsv1alpha2.Version); err != nil {
 		if meta.IsNoMatchError(err) {
@@ -157,6 +157,9 @@ func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache, writes clie
 	r, err := mirror.New(mirror.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies, Writes: writes,
 		Events: mgr.GetEventRecorder("keymount-controller"),
+		// Vault sources with auth.kubernetes: tokens for the audiences
+		// --token-request-audience lists, as SecretSyncs get.
+		Tokens: toks, Audiences: cfg.sync.Audiences,
 	})
 	if err != nil {
 		return err

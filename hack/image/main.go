@@ -132,7 +132,7 @@ func buildBinaries(goTool, goos, arch, version, dir string) error {
 func checkVersion(dir, version string) error {
 	for _, c := range [][]string{
 		{"keymount-driver", "--version"}, {"keymount-provider-local", "--version"},
-		{"keymount-provider-aws", "--version"}, {"keymount", "version"},
+		{"keymount-provider-aws", "--version"}, {"keymount-provider-vault", "--version"}, {"keymount", "version"},
 		{"keymount-controller", "--version"},
 	} {
 		out, err := exec.Command(filepath.Join(dir, c[0]), c[1:]...).CombinedOutput()

@@ -30,8 +30,9 @@ var (
 	Driver        = Program{Name: "keymount-driver", Bins: []string{"keymount-driver", "keymount"}}
 	ProviderLocal = Program{Name: "keymount-provider-local", Bins: []string{"keymount-provider-local"}, User: "65532:65532"}
 	ProviderAWS   = Program{Name: "keymount-provider-aws", Bins: []string{"keymount-provider-aws"}, User: "65532:65532", CA: true}
+	ProviderVault = Program{Name: "keymount-provider-vault", Bins: []string{"keymount-provider-vault"}, User: "65532:65532", CA: true}
 	Controller    = Program{Name: "keymount-controller", Bins: []string{"keymount-controller"}, User: "65532:65532"}
-	Programs      = []Program{Driver, ProviderLocal, ProviderAWS, Controller}
+	Programs      = []Program{Driver, ProviderLocal, ProviderAWS, ProviderVault, Controller}
 )
 
 // Build packs p for goos/arch from the static binaries in binDir, labelled

@@ -19,11 +19,11 @@ import (
 	"github.com/keymount/keymount/internal/satoken/satokentest"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
-	"github.com/keymount/keymount/provider/aws/internal/motoserver"
 	"github.com/keymount/keymount/provider/aws/noderegion"
 	"github.com/keymount/keymount/provider/aws/spec"
 	"github.com/keymount/keymount/provider/aws/store"
 	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 const (

@@ -114,8 +114,8 @@ type SecretMirrorSpec struct {
 
 // SecretMirrorSource is the Secret to copy.
 type SecretMirrorSource struct {
-	// type is secret (the default) or vault. keymount answers vault with
-	// mirrorStatus Error until its Vault provider lands.
+	// type is secret (the default) or vault: the KV secret at vault.path,
+	// each field a key of the copies, named name.
 	// +optional
 	// +kubebuilder:default:=secret
 	Type SourceType `json:"type,omitempty"`
@@ -125,15 +125,15 @@ type SecretMirrorSource struct {
 	// +optional
 	Name string `json:"name,omitempty"`
 
-	// vault is mirrors' Vault source; accepted, not served yet.
+	// vault is mirrors' Vault source: where to read and how to log in.
 	// +optional
 	Vault *VaultSpec `json:"vault,omitempty"`
 }
 
 // SecretMirrorDestination names where the copies go.
 type SecretMirrorDestination struct {
-	// type is namespaces (the default) or vault. keymount answers vault with
-	// mirrorStatus Error until its Vault provider lands.
+	// type is namespaces (the default) or vault. keymount does not write
+	// to Vault: a vault destination is answered with mirrorStatus Error.
 	// +optional
 	// +kubebuilder:default:=namespaces
 	Type DestinationType `json:"type,omitempty"`
@@ -143,7 +143,7 @@ type SecretMirrorDestination struct {
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
 
-	// vault is mirrors' Vault destination; accepted, not served yet.
+	// vault is mirrors' Vault destination; stored, not served (type).
 	// +optional
 	Vault *VaultSpec `json:"vault,omitempty"`
 
@@ -157,15 +157,19 @@ type SecretMirrorDestination struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
-// VaultSpec is mirrors' Vault address, path and login. keymount stores it
-// and does not use it yet.
+// VaultSpec is mirrors' Vault address, path and login.
 type VaultSpec struct {
+	// addr is Vault's address, e.g. https://vault.example.com:8200.
 	// +optional
 	Addr string `json:"addr,omitempty"`
+	// path is the API path of a KV secret as mirrors reads it: of a KV
+	// version 2 engine with its data segment (secret/data/team/db), of
+	// version 1 as mounted (kv/team/db).
 	// +optional
 	Path string `json:"path,omitempty"`
-	// auth is mirrors' login: approle or token. Other spellings mirrors'
-	// releases used (appRole, roleIdKey) are kept as sent.
+	// auth is mirrors' login (approle or token) or keymount's kubernetes.
+	// Other spellings mirrors' releases used (appRole, roleIdKey) are kept
+	// as sent.
 	// +optional
 	Auth *VaultAuth `json:"auth,omitempty"`
 }
@@ -177,6 +181,30 @@ type VaultAuth struct {
 	AppRole *VaultAppRoleAuth `json:"approle,omitempty"`
 	// +optional
 	Token *VaultTokenAuth `json:"token,omitempty"`
+	// kubernetes logs in with Vault's Kubernetes auth as a ServiceAccount
+	// of the SecretMirror's namespace (keymount's addition).
+	// +optional
+	Kubernetes *VaultKubernetesAuth `json:"kubernetes,omitempty"`
+}
+
+// VaultKubernetesAuth is a login with Vault's Kubernetes auth method as a
+// ServiceAccount of the SecretMirror's namespace, with a token
+// keymount-controller requests for it.
+type VaultKubernetesAuth struct {
+	// role is the Vault role of the Kubernetes auth method.
+	// +optional
+	Role string `json:"role,omitempty"`
+	// mountPath is where the Kubernetes auth method is mounted (default
+	// kubernetes).
+	// +optional
+	MountPath string `json:"mountPath,omitempty"`
+	// serviceAccountName is the ServiceAccount (default: default).
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// audience of the token (default vault); keymount-controller must be
+	// allowed to request it (--token-request-audience).
+	// +optional
+	Audience string `json:"audience,omitempty"`
 }
 
 // VaultAppRoleAuth is an AppRole login whose role and secret IDs are in a

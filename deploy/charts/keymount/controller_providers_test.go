@@ -75,7 +75,7 @@ func TestControllerKeymountProviders(t *testing.T) {
 	r := render(t, allFeatures)
 	d, _ := r.controller(t)
 	pod := d.Spec.Template.Spec
-	if got := containerNames(pod.Containers); !slices.Equal(got, []string{"controller", "provider-local", "provider-aws"}) {
+	if got := containerNames(pod.Containers); !slices.Equal(got, []string{"controller", "provider-local", "provider-aws", "provider-vault"}) {
 		t.Fatalf("containers %v", got)
 	}
 	local := container(t, &pod, "provider-local")
@@ -95,7 +95,7 @@ func TestControllerKeymountProviders(t *testing.T) {
 			t.Errorf("%s does not mount providervol at /provider: %+v", c.Name, c.VolumeMounts)
 		}
 	}
-	checkAPIAccess(t, &pod, "controller", "provider-aws")
+	checkAPIAccess(t, &pod, "controller", "provider-aws", "provider-vault")
 	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "provider-local-files" })
 	if i < 0 || pod.Volumes[i].Secret == nil || pod.Volumes[i].Secret.SecretName != "local-provider-files" {
 		t.Errorf("volumes %+v: want provider-local-files from providers.local.secretsVolume", pod.Volumes)

@@ -120,9 +120,9 @@ func TestControllerRBAC(t *testing.T) {
 		len(b.Subjects) != 1 || !boundTo(b.Subjects, controllerName) {
 		t.Errorf("leader election RoleBinding: %+v", b)
 	}
-	// Its own role, the AWS provider's for that sidecar, restart on
-	// change's (restartOnChange.enabled).
-	others := []string{controllerName, releaseName + "-provider-aws", releaseName + "-restart-on-change", fanoutRole}
+	// Its own role, the AWS and Vault providers' for those sidecars,
+	// restart on change's (restartOnChange.enabled).
+	others := []string{controllerName, releaseName + "-provider-aws", releaseName + "-provider-vault", releaseName + "-restart-on-change", fanoutRole}
 	for name, b := range r.bindings {
 		if boundTo(b.Subjects, controllerName) && !slices.Contains(others, b.RoleRef.Name) {
 			t.Errorf("binding %s gives the controller %s", name, b.RoleRef.Name)

@@ -158,10 +158,11 @@ func checkMetricsService(t *testing.T, r *release) {
 	}
 }
 
-// checkTokenRequests: tokenRequests plus the AWS provider's audiences, once each.
+// checkTokenRequests: tokenRequests plus the AWS and Vault providers'
+// audiences, once each.
 func checkTokenRequests(t *testing.T, r *release) {
-	// The file's own audiences first, then the AWS provider's that are
-	// not already there: sts.amazonaws.com once.
+	// The file's own audiences first, then the providers' that are not
+	// already there: sts.amazonaws.com and vault once.
 	want := []storagev1.TokenRequest{{Audience: "vault", ExpirationSeconds: new(int64(3600))}, {Audience: "sts.amazonaws.com"}, {Audience: "pods.eks.amazonaws.com"}}
 	if diff := cmp.Diff(want, r.csiDriver.Spec.TokenRequests); diff != "" {
 		t.Errorf("tokenRequests (-want +got):\n%s", diff)
@@ -188,7 +189,7 @@ func checkProviders(t *testing.T, r *release) {
 	if i < 0 || local.Spec.Template.Spec.Volumes[i].Secret == nil || local.Spec.Template.Spec.Volumes[i].HostPath != nil {
 		t.Errorf("local provider's files: %+v, want the Secret of secretsVolume alone", local.Spec.Template.Spec.Volumes)
 	}
-	for _, d := range []string{"keymount-provider-aws", "keymount-provider-local", releaseName} {
+	for _, d := range []string{"keymount-provider-aws", "keymount-provider-local", "keymount-provider-vault", releaseName} {
 		if got := r.daemonSets[d].Spec.Template.Spec.PriorityClassName; got != "keymount-node-critical" {
 			t.Errorf("%s priorityClassName %q", d, got)
 		}

@@ -17,17 +17,17 @@ var privilegedContainers = map[string]string{releaseName: driverContainer}
 
 // TestEveryContainerHardened renders every container the chart can run
 // (all-features values: both providers, both sidecars) and the kustomize
-// manifests (base, registrar sidecar, AWS provider), and checks each one's
+// manifests (base, registrar sidecar, AWS and Vault providers), and checks each one's
 // effective security context: the RuntimeDefault seccomp profile and a
 // read-only root file system everywhere; outside the node plugin's one
 // privileged container, no privilege, no privilege escalation and every
 // capability dropped. And no pod on the node's network by default.
 func TestEveryContainerHardened(t *testing.T) {
 	chart := render(t, "testdata/all-features.yaml")
-	checkHardened(t, "chart", chart.daemonSets, 3, 5)
+	checkHardened(t, "chart", chart.daemonSets, 4, 6)
 	sets := map[string]*appsv1.DaemonSet{}
 	for _, k := range []*kustomized{
-		kustomize(t, ""), kustomize(t, "", "registrar-sidecar"), kustomize(t, "providers/aws"),
+		kustomize(t, ""), kustomize(t, "", "registrar-sidecar"), kustomize(t, "providers/aws"), kustomize(t, "providers/vault"),
 	} {
 		for name, ds := range k.daemonSets {
 			if prev, ok := sets[name]; ok && len(prev.Spec.Template.Spec.Containers) > len(ds.Spec.Template.Spec.Containers) {
@@ -36,7 +36,7 @@ func TestEveryContainerHardened(t *testing.T) {
 			sets[name] = ds
 		}
 	}
-	checkHardened(t, "kustomize", sets, 2, 3)
+	checkHardened(t, "kustomize", sets, 3, 4)
 	for name, ds := range chart.daemonSets {
 		if ds.Spec.Template.Spec.HostNetwork {
 			t.Errorf("chart DaemonSet %s is on the node's network with the all-features values", name)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/keymount/keymount/provider/aws/internal/motoserver"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 // StartMoto runs moto_server on 127.0.0.1 and returns its endpoint; see

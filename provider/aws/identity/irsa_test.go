@@ -15,8 +15,8 @@ import (
 	"github.com/aws/smithy-go"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/keymount/keymount/provider/aws/internal/motoserver"
 	"github.com/keymount/keymount/provider/aws/spec"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
-	"github.com/keymount/keymount/provider/aws/internal/motoserver"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 // sdkConfig loads the SDK configuration as main does, isolated from the

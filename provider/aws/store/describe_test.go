@@ -12,9 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/keymount/keymount/provider/aws/internal/motoserver"
 	"github.com/keymount/keymount/provider/aws/spec"
 	"github.com/keymount/keymount/provider/aws/store"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 const (

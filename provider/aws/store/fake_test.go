@@ -14,7 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/keymount/keymount/provider/aws/internal/motoserver"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 // fakeAWS is an in-process endpoint speaking the AWS JSON 1.1 protocol of

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/keymount/keymount/provider/aws/internal/motoserver"
 	"github.com/keymount/keymount/provider/aws/spec"
 	"github.com/keymount/keymount/provider/aws/store"
 	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 const region = "us-east-1"

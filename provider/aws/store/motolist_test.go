@@ -9,9 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/keymount/keymount/provider/aws/internal/motoserver"
 	"github.com/keymount/keymount/provider/aws/spec"
 	"github.com/keymount/keymount/provider/aws/store"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 // TestMotoListRevalidates: against moto, 25 "latest" objects by name, one

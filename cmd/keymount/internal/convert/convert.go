@@ -153,8 +153,11 @@ func (cv *converter) checkKey(is issues, path string, c *conversion, key string)
 // finish checks what every conversion needs.
 func (cv *converter) finish(c *conversion) {
 	is := cv.issuesFor(c.source)
-	c.writable = c.serviceAccount != "" && len(c.keys) > 0 && len(c.objects) > 0
-	if c.serviceAccount == "" {
+	c.writable = c.serviceAccount != "" && len(c.keys) > 0 && len(c.objects)+len(c.vaultObjects) > 0
+	switch {
+	case c.serviceAccount == "" && c.provider == "vault":
+		is.unsupported("", "no ServiceAccount to log in to Vault as: keymount logs in with Kubernetes auth as a ServiceAccount of the SecretSync's namespace %q, not as External Secrets' controller; bind one to the Vault role (auth.kubernetes.serviceAccountRef) or pass --service-account NAME", c.namespace)
+	case c.serviceAccount == "":
 		is.unsupported("", "no ServiceAccount to read as: keymount reads as a ServiceAccount of the SecretSync's namespace %q (IRSA or Pod Identity), not as External Secrets' controller or its static keys; give one the role and pass --service-account NAME", c.namespace)
 	}
 	if len(c.keys) == 0 {

@@ -31,6 +31,8 @@ func TestGolden(t *testing.T) {
 		{name: "eso-secretsmanager"},
 		{name: "eso-parameterstore"},
 		{name: "eso-template"},
+		{name: "eso-vault"},
+		{name: "eso-vault-unsupported", issues: true},
 		{name: "kes-secretsmanager", opts: Options{ServiceAccount: "web"}},
 		{name: "eso-unsupported", issues: true},
 		{name: "kes-unsupported", opts: Options{ServiceAccount: "web"}, issues: true},
@@ -115,8 +117,13 @@ func checkOutput(t *testing.T, out []byte) {
 			if err := yaml.UnmarshalStrict([]byte(doc), &c); err != nil {
 				t.Errorf("document %d: not a SecretProviderClass: %v", i, err)
 			}
-			if _, err := spec.Parse(c.Spec.Parameters, 0o644); err != nil {
-				t.Errorf("document %d: the AWS provider refuses the class: %v", i, err)
+			switch c.Spec.Provider {
+			case "vault":
+				checkVaultClass(t, i, c.Spec.Parameters)
+			default:
+				if _, err := spec.Parse(c.Spec.Parameters, 0o644); err != nil {
+					t.Errorf("document %d: the AWS provider refuses the class: %v", i, err)
+				}
 			}
 		case "SecretSync":
 			var s ss1.SecretSync
@@ -130,6 +137,25 @@ func checkOutput(t *testing.T, out []byte) {
 			}
 		default:
 			t.Errorf("document %d: kind %q", i, meta.Kind)
+		}
+	}
+}
+
+// checkVaultClass checks the parameters of a vault class as
+// vault-csi-provider defines them: vaultAddress and roleName, and objects
+// holding objectName, secretPath and secretKey, nothing else.
+func checkVaultClass(t *testing.T, doc int, p map[string]string) {
+	t.Helper()
+	if p["vaultAddress"] == "" || p["roleName"] == "" {
+		t.Errorf("document %d: vaultAddress %q, roleName %q: both are required", doc, p["vaultAddress"], p["roleName"])
+	}
+	var objects []map[string]string
+	if err := yaml.UnmarshalStrict([]byte(p["objects"]), &objects); err != nil || len(objects) == 0 {
+		t.Fatalf("document %d: objects %q: %v", doc, p["objects"], err)
+	}
+	for _, o := range objects {
+		if len(o) != 3 || o["objectName"] == "" || o["secretPath"] == "" || o["secretKey"] == "" {
+			t.Errorf("document %d: object %v: want objectName, secretPath and secretKey", doc, o)
 		}
 	}
 }

@@ -31,7 +31,10 @@ func (cv *converter) convertESO(d *document) *conversion {
 	if st == nil {
 		return nil
 	}
-	c.region, c.serviceAccount = st.region, st.serviceAccount
+	c.region, c.serviceAccount, c.provider = st.region, st.serviceAccount, "aws"
+	if st.vault != nil {
+		c.provider, c.vaultParams = "vault", st.vault.params
+	}
 	if c.serviceAccount == "" {
 		c.serviceAccount = cv.opts.ServiceAccount
 	}
@@ -118,6 +121,12 @@ func (cv *converter) esoData(is issues, c *conversion, st *esoStoreInfo, path st
 	remote := str(is, rpath, ref, "key")
 	if key == "" || remote == "" {
 		is.invalid(path, "secretKey and remoteRef.key are required")
+		return
+	}
+	if st.vault != nil {
+		if cv.checkKey(is, path+".secretKey", c, key) && cv.esoVaultData(is, c, st.vault, rpath, key, ref) {
+			c.keys = append(c.keys, secretKey{targetKey: key, sourcePath: key})
+		}
 		return
 	}
 	r := storeRef{typ: st.service, name: st.prefix + remote}

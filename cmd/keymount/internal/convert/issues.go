@@ -58,8 +58,17 @@ func (is issues) note(path, format string, args ...any) {
 	*is.list = append(*is.list, Issue{Object: is.object, Path: path, Message: fmt.Sprintf(format, args...), Note: true})
 }
 
-// count is the number of issues recorded so far, for all objects.
-func (is issues) count() int { return len(*is.list) }
+// count is the number of issues recorded so far, for all objects, notes
+// aside.
+func (is issues) count() int {
+	n := 0
+	for _, i := range *is.list {
+		if !i.Note {
+			n++
+		}
+	}
+	return n
+}
 
 // objectName is "namespace/name", or "name" without a namespace.
 func objectName(namespace, name string) string {

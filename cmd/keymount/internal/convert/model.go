@@ -16,9 +16,15 @@ type conversion struct {
 	// className is the SecretProviderClass's name (the ExternalSecret's),
 	// syncName the SecretSync's (the Secret's).
 	className, syncName string
-	region              string
-	objects             []*awsObject
-	serviceAccount      string
+	// provider is the class's spec.provider: aws, or vault.
+	provider string
+	region   string
+	objects  []*awsObject
+	// vaultObjects and vaultParams are a vault class's objects and other
+	// parameters.
+	vaultObjects   []*vaultObject
+	vaultParams    map[string]string
+	serviceAccount string
 	// The Secret.
 	secretType          string
 	labels, annotations map[string]string

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 
@@ -63,6 +64,13 @@ type outData struct {
 
 // parameters are the class's spec.parameters.
 func (c *conversion) parameters() (map[string]string, error) {
+	if c.provider == "vault" {
+		p, err := c.vaultParameters()
+		if err != nil {
+			return nil, fmt.Errorf("%s: objects: %w", c.source, err)
+		}
+		return p, nil
+	}
 	objects, err := yaml.Marshal(c.objects)
 	if err != nil {
 		return nil, fmt.Errorf("%s: objects: %w", c.source, err)
@@ -77,7 +85,7 @@ func (c *conversion) parameters() (map[string]string, error) {
 // checkClass parses the class's parameters as keymount's AWS provider does,
 // so that the output is refused here rather than at the first sync.
 func checkClass(is issues, c *conversion) {
-	if len(c.objects) == 0 {
+	if len(c.objects) == 0 || c.provider == "vault" {
 		return
 	}
 	p, err := c.parameters()
@@ -97,7 +105,7 @@ func (c *conversion) class() (*outClass, error) {
 	return &outClass{
 		APIVersion: classAPIVersion, Kind: "SecretProviderClass",
 		Metadata: outMeta{Name: c.className, Namespace: c.namespace},
-		Spec:     outClassSpec{Provider: "aws", Parameters: p},
+		Spec:     outClassSpec{Provider: cmp.Or(c.provider, "aws"), Parameters: p},
 	}, nil
 }
 

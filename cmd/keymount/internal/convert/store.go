@@ -13,8 +13,11 @@ type esoStoreInfo struct {
 	service spec.ObjectType
 	region  string
 	prefix  string
-	// serviceAccount is jwt.serviceAccountRef's name ("" without jwt).
+	// serviceAccount is jwt.serviceAccountRef's name ("" without jwt), or
+	// a Vault store's auth.kubernetes.serviceAccountRef's.
 	serviceAccount string
+	// vault is set for a Vault store.
+	vault *esoVault
 }
 
 // esoStore resolves spec.secretStoreRef in the input and reads the store.
@@ -57,16 +60,24 @@ func storeKey(kind, namespace, name string) string {
 	return kind + "/" + objectName(namespace, name)
 }
 
-// readESOStore reads spec.provider.aws of a SecretStore or
+// readESOStore reads spec.provider.aws (or .vault) of a SecretStore or
 // ClusterSecretStore. esNamespace is the ExternalSecret's namespace.
 func readESOStore(is issues, d *document, esNamespace string) *esoStoreInfo {
 	provider := field(field(d.fields, "spec"), "provider")
 	const path = "spec.provider"
 	aws := field(provider, "aws")
 	for _, k := range sortedKeys(provider) {
-		if k != "aws" {
-			is.unsupported(path+"."+k, "keymount converts the aws provider (Secrets Manager and Parameter Store) only")
+		if k != "aws" && k != "vault" {
+			is.unsupported(path+"."+k, "keymount converts the aws provider (Secrets Manager and Parameter Store) and the vault provider (KV) only")
 		}
+	}
+	if v := field(provider, "vault"); v != nil {
+		st := &esoStoreInfo{}
+		st.vault, st.serviceAccount = readESOVault(is, v, esNamespace)
+		if st.vault.params["vaultAddress"] == "" || st.vault.params["roleName"] == "" {
+			return nil // reported: no server, or no Kubernetes auth role
+		}
+		return st
 	}
 	if aws == nil {
 		return nil

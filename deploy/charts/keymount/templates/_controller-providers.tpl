@@ -96,6 +96,53 @@ as given (the sync controller chart's value).
       readOnly: true
 {{- end }}
 {{- end }}
+{{- with .Values.providers.vault -}}
+{{- if .enabled }}
+- name: provider-vault
+  image: {{ include "keymount.image" (dict "image" .image "root" $) | quote }}
+  imagePullPolicy: {{ .image.pullPolicy }}
+  command: [/usr/local/bin/keymount-provider-vault]
+  args:
+    - --provider-dir={{ $c.providerVolume }}
+    {{- with .metricsAddr }}
+    - --metrics-addr={{ . }}
+    {{- end }}
+    {{- range .extraArgs }}
+    - {{ . | quote }}
+    {{- end }}
+  {{- with .metricsAddr }}
+  ports:
+    - name: vault-metrics
+      containerPort: {{ regexReplaceAll "^.*:" (toString .) "" }}
+  {{- end }}
+  {{- if or .goMemLimit .env }}
+  env:
+    {{- with .goMemLimit }}
+    - name: GOMEMLIMIT
+      value: {{ . | quote }}
+    {{- end }}
+    {{- with .env }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- end }}
+  securityContext:
+    {{- include "keymount.controllerContainerSecurity" $ | nindent 4 }}
+  {{- with .resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  volumeMounts:
+    - name: providervol
+      mountPath: {{ $c.providerVolume }}
+    # It proves SecretSyncs' tokens as the controller's ServiceAccount.
+    - name: api-access
+      mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+      readOnly: true
+    {{- with .volumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- with $c.providerContainer }}
 {{ toYaml . }}

@@ -171,6 +171,22 @@ empty when metrics are off.
 {{- end -}}
 
 {{/*
+keymount.providerAudiences: the token audiences of keymount's enabled
+providers (providers.aws, providers.vault: their tokenAudiences), a JSON
+list.
+*/}}
+{{- define "keymount.providerAudiences" -}}
+{{- $out := list -}}
+{{- range $p := list "aws" "vault" -}}
+{{- $v := index $.Values.providers $p -}}
+{{- if $v.enabled -}}
+{{- $out = concat $out $v.tokenAudiences -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
 keymount.tokenRequests: tokenRequests, plus the enabled providers'
 audiences not already there (the API server refuses an audience listed
 twice). A YAML list, or nothing.
@@ -182,12 +198,10 @@ twice). A YAML list, or nothing.
 {{- $requests = append $requests . -}}
 {{- $_ := set $seen (toString .audience) true -}}
 {{- end -}}
-{{- if .Values.providers.aws.enabled -}}
-{{- range .Values.providers.aws.tokenAudiences -}}
+{{- range (include "keymount.providerAudiences" . | fromJsonArray) -}}
 {{- if not (hasKey $seen .) -}}
 {{- $requests = append $requests (dict "audience" .) -}}
 {{- $_ := set $seen . true -}}
-{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- with $requests -}}
@@ -227,15 +241,12 @@ keymount.controllerName: keymount-controller's objects, <fullname>-controller
 {{/*
 keymount.controllerAudiences: the audiences of keymount-controller's
 --token-request-audience, comma-separated: controller.tokenRequestAudiences
-({audience: NAME} or NAME) and, with providers.aws.enabled, the AWS
-provider's, each once. Empty: no tokens.
+({audience: NAME} or NAME) and the enabled providers' (providers.aws,
+providers.vault), each once. Empty: no tokens.
 */}}
 {{- define "keymount.controllerAudiences" -}}
 {{- $out := list -}}
-{{- $requested := .Values.controller.tokenRequestAudiences -}}
-{{- if .Values.providers.aws.enabled -}}
-{{- $requested = concat $requested .Values.providers.aws.tokenAudiences -}}
-{{- end -}}
+{{- $requested := concat .Values.controller.tokenRequestAudiences (include "keymount.providerAudiences" . | fromJsonArray) -}}
 {{- range $requested -}}
 {{- $a := . -}}
 {{- if kindIs "map" . -}}

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/keymount/keymount/provider/aws/internal/motoserver"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 func TestStartAnswersOnLoopback(t *testing.T) {

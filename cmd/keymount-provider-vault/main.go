@@ -1,0 +1,153 @@
+// Command keymount-provider-vault is keymount's Vault and OpenBao provider
+// plugin: it serves Vault secrets to the Secrets Store CSI driver over
+// <provider-dir>/<name>.sock, for classes written for HashiCorp's
+// vault-csi-provider (provider: vault).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/internal/logredact"
+	"github.com/keymount/keymount/internal/metrics"
+	"github.com/keymount/keymount/internal/satoken"
+	"github.com/keymount/keymount/provider/aws/kubeclient"
+	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/provider/vault"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// config is every flag of the binary.
+type config struct {
+	printVersion bool
+	metricsAddr  string
+	kubeconfig   string
+	endpoint     string
+	server       server.Config
+	provider     vault.Config
+	upstream     *upstream
+}
+
+func main() {
+	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	if cfg.printVersion {
+		fmt.Println("keymount-provider-vault " + version)
+		return
+	}
+	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
+	cfg.upstream.ignored.Log()
+	ignoreEnvironmentToken()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, cfg)
+	stop()
+	if err != nil {
+		klog.ErrorS(err, "keymount-provider-vault stopped")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+// ignoreEnvironmentToken drops VAULT_TOKEN from the environment: every
+// login is a pod's (or a SecretSync's), proven by its service account token,
+// never the provider's own.
+func ignoreEnvironmentToken() {
+	if _, ok := os.LookupEnv("VAULT_TOKEN"); ok {
+		klog.InfoS("VAULT_TOKEN is set and ignored: every Vault login uses the mounting pod's service account token")
+		_ = os.Unsetenv("VAULT_TOKEN")
+	}
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) *config {
+	cfg := &config{}
+	klog.InitFlags(fs)
+	fs.StringVar(&cfg.server.SocketDir, "provider-dir", "/var/run/secrets-store-csi-providers", "directory of provider sockets the driver searches")
+	fs.StringVar(&cfg.server.Name, "name", "vault", "provider name, as in SecretProviderClass spec.provider")
+	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig for reading the service account issuer keys (or TokenReviews); empty: in-cluster config")
+	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics over HTTP (Vault requests by operation and outcome), e.g. :8098; empty: off")
+	fs.DurationVar(&cfg.provider.ReissueMargin, "reissue-margin", vault.DefaultReissueMargin, "a lease (or the login it was issued with) that cannot be renewed past its end is issued again this long before it ends (at most a third of its TTL before)")
+	fs.DurationVar(&cfg.provider.VolumeIdle, "volume-idle", vault.DefaultVolumeIdle, "a volume not mounted or refreshed for this long is gone: its identity's login is revoked with its last volume; keep it above the driver's --rotation-poll-interval")
+	fs.DurationVar(&cfg.provider.MaintainEvery, "maintain-interval", vault.DefaultMaintainEvery, "how often logins and leases are renewed and idle volumes dropped")
+	cfg.upstream = addUpstreamFlags(fs, cfg)
+	fs.BoolVar(&cfg.printVersion, "version", false, "print the version and exit")
+	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
+	if cfg.endpoint != "" {
+		// vault-csi-provider's -endpoint is the socket path itself.
+		cfg.server.SocketDir = filepath.Dir(cfg.endpoint)
+		cfg.server.Name = strings.TrimSuffix(filepath.Base(cfg.endpoint), ".sock")
+	}
+	cfg.server.Version = version
+	return cfg
+}
+
+func run(ctx context.Context, cfg *config) error {
+	cs, err := kubeclient.New(kubeclient.Config{Kubeconfig: cfg.kubeconfig, QPS: kubeclient.DefaultQPS, Burst: kubeclient.DefaultBurst,
+		UserAgent: "keymount-provider-vault/" + version})
+	if err != nil {
+		return err
+	}
+	// Every mount's token is proven with the cluster's service account
+	// issuer keys (read once), or a TokenReview where discovery is not
+	// readable, before any login.
+	tokens, err := satoken.New(satoken.Config{}, cs)
+	if err != nil {
+		return err
+	}
+	if cfg.metricsAddr != "" {
+		m := metrics.NewVault()
+		cfg.provider.Observer = m
+		stop, err := serveMetrics(ctx, cfg.metricsAddr, m.Handler())
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	p, err := vault.New(cfg.provider, tokens)
+	if err != nil {
+		return err
+	}
+	go p.Run(ctx)
+	srv, err := server.New(cfg.server, p)
+	if err != nil {
+		return err
+	}
+	klog.InfoS("serving", "provider", cfg.server.Name, "socket", srv.SocketPath(), "vaultAddress", cfg.provider.Address, "version", version)
+	if err := srv.Serve(ctx); err != nil {
+		return err
+	}
+	klog.InfoS("stopped", "provider", cfg.server.Name)
+	return nil
+}
+
+// serveMetrics serves h on addr's /metrics until the returned func is
+// called.
+func serveMetrics(ctx context.Context, addr string, h http.Handler) (func(), error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "metrics server stopped")
+		}
+	}()
+	klog.InfoS("serving metrics", "addr", l.Addr().String())
+	return func() { _ = srv.Close() }, nil
+}

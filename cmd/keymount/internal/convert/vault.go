@@ -1,0 +1,177 @@
+package convert
+
+import (
+	"path"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Fields of a store's spec.provider.vault that keymount convert reads.
+var (
+	esoVaultFields   = []string{"server", "path", "version", "namespace", "auth", "caBundle", "caProvider", "tls", "readYourWrites", "forwardInconsistent", "headers"}
+	esoVaultAuths    = []string{"kubernetes", "tokenSecretRef", "appRole", "ldap", "jwt", "cert", "iam", "userPass", "gcp"}
+	esoVaultK8sAuths = []string{"mountPath", "role", "serviceAccountRef", "secretRef"}
+)
+
+// vaultObject is one entry of a vault class's objects parameter, as
+// vault-csi-provider (and keymount's Vault provider) read it.
+type vaultObject struct {
+	Name      string `yaml:"objectName"`
+	Path      string `yaml:"secretPath"`
+	SecretKey string `yaml:"secretKey"`
+}
+
+// esoVault is what a store's spec.provider.vault says: the class's
+// parameters but objects, and how to build a secretPath.
+type esoVault struct {
+	params map[string]string
+	// mount is spec.provider.vault.path, the KV engine's mount.
+	mount string
+	// v1: a KV version 1 engine (version: v1).
+	v1 bool
+}
+
+// readESOVault reads spec.provider.vault of a SecretStore or
+// ClusterSecretStore into the class parameters of keymount's Vault provider
+// (vault-csi-provider's): server → vaultAddress, auth.kubernetes.role →
+// roleName, mountPath → vaultKubernetesMountPath, namespace →
+// vaultNamespace. It returns the ServiceAccount of the login too.
+func readESOVault(is issues, vault map[string]any, esNamespace string) (*esoVault, string) {
+	const vpath = "spec.provider.vault"
+	unknownFields(is, vpath, vault, esoVaultFields...)
+	v := &esoVault{params: map[string]string{}, mount: strings.Trim(str(is, vpath, vault, "path"), "/")}
+	v.params["vaultAddress"] = str(is, vpath, vault, "server")
+	if v.params["vaultAddress"] == "" {
+		is.invalid(vpath+".server", "is required")
+	}
+	if ns := str(is, vpath, vault, "namespace"); ns != "" {
+		v.params["vaultNamespace"] = ns
+	}
+	switch ver := str(is, vpath, vault, "version"); ver {
+	case "", "v2":
+	case "v1":
+		v.v1 = true
+	default:
+		is.invalid(vpath+".version", "%q is not v1 or v2", ver)
+	}
+	if v.mount == "" {
+		is.unsupported(vpath+".path", "no KV mount: keymount's classes name each secret by its full API path; give the mount (e.g. secret)")
+	}
+	for _, k := range []string{"caBundle", "caProvider", "tls"} {
+		if _, ok := vault[k]; ok {
+			is.unsupported(vpath+"."+k, "the class names Vault's CA as a file of the provider's container (vaultCACertPath): mount the CA into keymount's Vault provider (providers.vault.volumes) and set vaultCACertPath by hand")
+		}
+	}
+	for _, k := range []string{"readYourWrites", "forwardInconsistent", "headers"} {
+		if _, ok := vault[k]; ok {
+			is.unsupported(vpath+"."+k, "keymount's Vault provider has no such setting")
+		}
+	}
+	sa := esoVaultAuth(is, vpath+".auth", field(vault, "auth"), esNamespace, v.params)
+	return v, sa
+}
+
+// esoVaultAuth reads auth.kubernetes into roleName and
+// vaultKubernetesMountPath and returns serviceAccountRef's name; any other
+// login is reported.
+func esoVaultAuth(is issues, apath string, auth map[string]any, esNamespace string, params map[string]string) string {
+	unknownFields(is, apath, auth, esoVaultAuths...)
+	for _, k := range sortedKeys(auth) {
+		if k != "kubernetes" {
+			is.unsupported(apath+"."+k, "keymount logs in to Vault as the SecretSync's ServiceAccount with Kubernetes auth only (a token kubelet or keymount-controller requests); give a Vault role to a ServiceAccount and use auth.kubernetes")
+		}
+	}
+	k8s := field(auth, "kubernetes")
+	if k8s == nil {
+		if len(auth) == 0 {
+			is.unsupported(apath, "no login: keymount logs in to Vault with auth.kubernetes (role and serviceAccountRef)")
+		}
+		return ""
+	}
+	kpath := apath + ".kubernetes"
+	unknownFields(is, kpath, k8s, esoVaultK8sAuths...)
+	params["roleName"] = str(is, kpath, k8s, "role")
+	if params["roleName"] == "" {
+		is.invalid(kpath+".role", "is required")
+	}
+	mount := strings.Trim(str(is, kpath, k8s, "mountPath"), "/")
+	if mount != "" && mount != "kubernetes" {
+		params["vaultKubernetesMountPath"] = mount
+	}
+	if _, ok := k8s["secretRef"]; ok {
+		is.unsupported(kpath+".secretRef", "a long-lived service account token Secret; keymount logs in with a short-lived token of serviceAccountRef's ServiceAccount")
+	}
+	ref := field(k8s, "serviceAccountRef")
+	rpath := kpath + ".serviceAccountRef"
+	unknownFields(is, rpath, ref, "name", "namespace", "audiences")
+	if ns := str(is, rpath, ref, "namespace"); ns != "" && ns != esNamespace {
+		is.unsupported(rpath+".namespace", "%q: a SecretSync reads as a ServiceAccount of its own namespace (%q); bind a ServiceAccount there to the Vault role and pass --service-account NAME", ns, esNamespace)
+		return ""
+	}
+	if a, ok := ref["audiences"].([]any); ok && len(a) > 0 {
+		first, _ := a[0].(string)
+		if len(a) > 1 || first == "" {
+			is.unsupported(rpath+".audiences", "keymount's Vault provider logs in with a token of one audience (the class's audience parameter)")
+		} else if first != "vault" {
+			params["audience"] = first
+			is.note(rpath+".audiences", "%q: keymount-controller must request tokens for it too (--token-request-audience, or controller.tokenRequestAudiences in the chart)", first)
+		}
+	}
+	return str(is, rpath, ref, "name")
+}
+
+// secretPath is the API path of the store's secret key: <mount>/data/<key>
+// for KV version 2 (with ?version=N for a pinned version),
+// <mount>/<key> for version 1. A key that starts with the mount is taken
+// as a full path, as ESO does.
+func (v *esoVault) secretPath(key, version string) string {
+	key = strings.Trim(key, "/")
+	if v.mount != "" && strings.HasPrefix(key, v.mount+"/") {
+		key = strings.TrimPrefix(key, v.mount+"/")
+	}
+	if v.v1 {
+		return path.Join(v.mount, key)
+	}
+	p := path.Join(v.mount, "data", key)
+	if version != "" {
+		p += "?version=" + version
+	}
+	return p
+}
+
+// esoVaultData converts one spec.data entry of a Vault store: a field of a
+// KV secret becomes an object of the class and a key of the Secret.
+func (cv *converter) esoVaultData(is issues, c *conversion, v *esoVault, rpath, key string, ref map[string]any) bool {
+	remote := str(is, rpath, ref, "key")
+	prop := str(is, rpath, ref, "property")
+	version := str(is, rpath, ref, "version")
+	switch {
+	case prop == "":
+		is.unsupported(rpath+".property", "the whole secret as JSON: keymount's Vault provider reads one field per object (secretKey); list each field with remoteRef.property")
+		return false
+	case strings.ContainsAny(prop, `.*?#|@\!=<>%`):
+		is.unsupported(rpath+".property", "%q: a gjson path; a class reads top-level fields only (secretKey)", prop)
+		return false
+	case version != "" && (v.v1 || !isDigits(version)):
+		is.unsupported(rpath+".version", "%q: only a KV version 2 version number can be pinned", version)
+		return false
+	}
+	c.vaultObjects = append(c.vaultObjects, &vaultObject{Name: key, Path: v.secretPath(remote, version), SecretKey: prop})
+	return true
+}
+
+// vaultParameters are the class's spec.parameters of a Vault conversion.
+func (c *conversion) vaultParameters() (map[string]string, error) {
+	objects, err := yaml.Marshal(c.vaultObjects)
+	if err != nil {
+		return nil, err
+	}
+	p := map[string]string{"objects": string(objects)}
+	for k, v := range c.vaultParams {
+		if v != "" {
+			p[k] = v
+		}
+	}
+	return p, nil
+}

@@ -1,0 +1,58 @@
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/keymount/keymount/internal/panics"
+)
+
+// Vault is the Vault provider's metrics: its requests to Vault by
+// operation, and their failures. It implements the Vault provider's
+// Observer.
+type Vault struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	failures *prometheus.CounterVec
+}
+
+// VaultOperations are the operations the Vault provider counts.
+var VaultOperations = []string{"login", "renew-self", "revoke-self", "GET", "PUT", "POST", "metadata", "renew"}
+
+// NewVault returns the Vault provider's metrics on a registry of their own,
+// with the Go and process collectors.
+func NewVault() *Vault {
+	m := &Vault{reg: prometheus.NewRegistry()}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), panics.Collector())
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "keymount_vault_requests_total",
+		Help: "Requests the provider sent to Vault, by operation: login, renew-self, revoke-self, GET/PUT/POST (an object's request), metadata (a KV v2 version check), renew (a lease).",
+	}, []string{"operation"})
+	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "keymount_vault_request_failures_total",
+		Help: "Requests to Vault that failed, by operation.",
+	}, []string{"operation"})
+	m.reg.MustRegister(m.requests, m.failures)
+	for _, op := range VaultOperations {
+		m.requests.WithLabelValues(op)
+		m.failures.WithLabelValues(op)
+	}
+	return m
+}
+
+// VaultRequest counts one request, or its failure.
+func (m *Vault) VaultRequest(op string, failed bool) {
+	if failed {
+		m.failures.WithLabelValues(op).Inc()
+		return
+	}
+	m.requests.WithLabelValues(op).Inc()
+}
+
+// Handler serves the metrics in Prometheus' text format.
+func (m *Vault) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,74 @@
+package vault
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	vaultapi "github.com/hashicorp/vault/api"
+
+	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/provider/vault/spec"
+)
+
+// requestTimeout bounds one request to Vault.
+const requestTimeout = 30 * time.Second
+
+// clients holds one Vault client (and so one connection pool) per address,
+// namespace and TLS setting. Requests use tokened clones.
+type clients struct {
+	mu sync.Mutex
+	m  map[string]*vaultapi.Client
+}
+
+func clientKey(addr, ns string, t spec.TLS) string {
+	return fmt.Sprintf("%s|%s|%+v", addr, ns, t)
+}
+
+// get returns the base client (no token) of addr, Vault namespace ns and t.
+func (c *clients) get(addr, ns string, t spec.TLS) (*vaultapi.Client, error) {
+	key := clientKey(addr, ns, t)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl, ok := c.m[key]; ok {
+		return cl, nil
+	}
+	cfg := vaultapi.DefaultConfig()
+	cfg.Address = addr
+	cfg.Timeout = requestTimeout
+	cfg.MaxRetries = 1
+	if err := cfg.ConfigureTLS(&vaultapi.TLSConfig{CACert: t.CACert, CAPath: t.CADir, TLSServerName: t.ServerName,
+		ClientCert: t.ClientCert, ClientKey: t.ClientKey, Insecure: t.SkipVerify}); err != nil {
+		return nil, server.Mark(fmt.Errorf("vault TLS of %s (%s, %s, %s, %s): %w", addr, spec.KeyCACert, spec.KeyCADir,
+			spec.KeyClientCert, spec.KeyClientKey, err), server.ErrFailedPrecondition)
+	}
+	cl, err := vaultapi.NewClient(cfg)
+	if err != nil {
+		return nil, server.Mark(fmt.Errorf("vault client of %s: %w", addr, err), server.ErrInvalidParameters)
+	}
+	// NewClient takes VAULT_TOKEN and VAULT_NAMESPACE from the environment:
+	// a login is always the pod's, the namespace always the class's.
+	cl.ClearToken()
+	cl.ClearNamespace()
+	if ns != "" {
+		cl.SetNamespace(ns)
+	}
+	if c.m == nil {
+		c.m = map[string]*vaultapi.Client{}
+	}
+	c.m[key] = cl
+	return cl, nil
+}
+
+// withToken returns a clone of base that sends token.
+func withToken(base *vaultapi.Client, token string) (*vaultapi.Client, error) {
+	cl, err := base.Clone()
+	if err != nil {
+		return nil, err
+	}
+	cl.SetToken(token)
+	if ns := base.Namespace(); ns != "" {
+		cl.SetNamespace(ns)
+	}
+	return cl, nil
+}

@@ -1,0 +1,31 @@
+// Package vault is keymount's Vault and OpenBao provider: it serves the
+// classes written for HashiCorp's vault-csi-provider (provider: vault, the
+// same parameters, see package spec) and fixes what that provider does to
+// Vault:
+//
+//   - One login per proven identity. Every mount's service account token is
+//     proven first (internal/satoken, as the AWS provider proves it); then the
+//     Vault token of that identity (Vault address and namespace, auth mount,
+//     role, namespace and service account) is reused, renewed at 2/3 of its
+//     TTL, replaced before it can no longer be renewed, and revoked
+//     (revoke-self) once the identity's last volume is gone. Kubernetes and
+//     JWT auth log in the same way ({role, jwt}).
+//   - Leases reused. A leased answer (dynamic credentials, PKI certificates)
+//     is issued once per volume, or once per workload with the class
+//     parameter shareAcrossReplicas, renewed at 2/3 of its TTL when
+//     renewable, and issued again only before it (or the login it was issued
+//     under, which takes it along when it ends) can no longer be renewed,
+//     with Config.ReissueMargin to spare.
+//   - KV versions. A KV v2 object's version is its KV version: a refresh of
+//     an unchanged secret reads its metadata only.
+//
+// The provider is told of no unmount: like the AWS provider's caches, it
+// forgets what is not asked for. A volume not mounted or refreshed for
+// Config.VolumeIdle is gone (the driver refreshes every volume at least
+// every rotation interval). Maintain, run every Config.MaintainEvery by Run,
+// drops such volumes, renews what is due and revokes logins no volume uses.
+//
+// Errors name the Vault path, the role and Vault's own message and never a
+// token; Vault's 403 is PermissionDenied, 404 NotFound, a sealed or
+// unreachable Vault Unavailable.
+package vault

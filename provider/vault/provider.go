@@ -1,0 +1,180 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/keymount/keymount/internal/satoken"
+	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/provider/vault/spec"
+)
+
+// Defaults of Config.
+const (
+	DefaultReissueMargin = 10 * time.Minute
+	DefaultVolumeIdle    = 10 * time.Minute
+	DefaultMaintainEvery = 15 * time.Second
+)
+
+// Verifier proves the identity a mount's token names. *satoken.Verifier
+// implements it.
+type Verifier interface {
+	Verify(ctx context.Context, token string, want satoken.Expect) (*satoken.Identity, error)
+}
+
+// Config configures the provider. Zero fields take the defaults.
+type Config struct {
+	// Address is Vault's address for classes without vaultAddress
+	// (vault-csi-provider's -vault-addr).
+	Address string
+	// ReissueMargin: a lease (or the login it was issued with) that cannot
+	// be renewed past its end is issued again this long before it ends, or
+	// a third of its TTL before when that is sooner.
+	ReissueMargin time.Duration
+	// VolumeIdle: a volume not mounted or refreshed for this long is gone.
+	VolumeIdle time.Duration
+	// MaintainEvery is how often Run calls Maintain.
+	MaintainEvery time.Duration
+	Clock         clock.Clock
+	// Observer counts requests to Vault (metrics); nil counts nothing.
+	Observer Observer
+}
+
+func (c Config) withDefaults() Config {
+	if c.ReissueMargin <= 0 {
+		c.ReissueMargin = DefaultReissueMargin
+	}
+	if c.VolumeIdle <= 0 {
+		c.VolumeIdle = DefaultVolumeIdle
+	}
+	if c.MaintainEvery <= 0 {
+		c.MaintainEvery = DefaultMaintainEvery
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	return c
+}
+
+// Provider serves Vault secrets behind the provider kit.
+type Provider struct {
+	cfg     Config
+	tokens  Verifier
+	clients clients
+	obs     observer
+
+	mu      sync.Mutex
+	logins  map[string]*login
+	slots   map[string]*slot
+	volumes map[string]*volume
+}
+
+var _ server.Provider = (*Provider)(nil)
+
+// volume is what the provider knows of a mounted volume.
+type volume struct {
+	loginKey string
+	slots    []string // its lease slots
+	seen     time.Time
+}
+
+// New returns the Vault provider; tokens proves each mount's identity.
+func New(cfg Config, tokens Verifier) (*Provider, error) {
+	if tokens == nil {
+		return nil, errors.New("vault provider needs a token verifier")
+	}
+	cfg = cfg.withDefaults()
+	return &Provider{cfg: cfg, tokens: tokens, obs: observer{cfg.Observer},
+		logins: map[string]*login{}, slots: map[string]*slot{}, volumes: map[string]*volume{}}, nil
+}
+
+// margin is how long before the end of something of ttl that cannot be
+// renewed it is replaced.
+func (p *Provider) margin(ttl time.Duration) time.Duration {
+	return min(p.cfg.ReissueMargin, ttl/3)
+}
+
+// Mount proves the pod's identity with its token, logs in (or reuses the
+// identity's login) and serves every object.
+func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server.MountResult, error) {
+	s, err := spec.Parse(req.Attributes, req.Permission)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
+	}
+	if s.Address == "" {
+		s.Address = p.cfg.Address
+	}
+	if s.Address == "" {
+		return nil, fmt.Errorf("%w: %s is empty and the provider has no --vault-addr: set the class's %s",
+			server.ErrInvalidParameters, spec.KeyAddress, spec.KeyAddress)
+	}
+	if err := p.prove(ctx, s); err != nil {
+		return nil, err
+	}
+	base, err := p.clients.get(s.Address, s.VaultNamespace, s.TLS)
+	if err != nil {
+		return nil, err
+	}
+	l := p.login(s)
+	sess, err := p.session(ctx, l, base, s.Token)
+	if err != nil {
+		return nil, err
+	}
+	res := &server.MountResult{}
+	var leases []string
+	for i := range s.Objects {
+		o := &s.Objects[i]
+		f, leaseKey, err := p.object(ctx, s, l.key, sess, req.TargetPath, o)
+		if err != nil {
+			return nil, err
+		}
+		if leaseKey != "" {
+			leases = append(leases, leaseKey)
+		}
+		mode := o.Mode
+		if mode == 0 {
+			mode = s.Permission
+		}
+		res.Files = append(res.Files, server.File{Path: o.Name, Mode: mode, Contents: f.contents})
+		res.Versions = append(res.Versions, server.ObjectVersion{ID: o.Name, Version: f.version})
+	}
+	p.seen(req.TargetPath, l.key, leases)
+	return res, nil
+}
+
+// login returns the login entry of s's identity.
+func (p *Provider) login(s *spec.Spec) *login {
+	key := loginKey(s.Address, s)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l, ok := p.logins[key]
+	if !ok {
+		l = &login{key: key, path: "auth/" + s.AuthMount + "/login", role: s.Role}
+		p.logins[key] = l
+	}
+	return l
+}
+
+// seen records that the volume at target was mounted or refreshed now.
+func (p *Provider) seen(target, loginKey string, leases []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.volumes[target] = &volume{loginKey: loginKey, slots: leases, seen: p.cfg.Clock.Now()}
+}
+
+// slot returns the slot of key, creating it.
+func (p *Provider) slot(key, loginKey string) *slot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sl, ok := p.slots[key]
+	if !ok {
+		sl = &slot{loginKey: loginKey}
+		p.slots[key] = sl
+	}
+	return sl
+}

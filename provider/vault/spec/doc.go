@@ -1,0 +1,8 @@
+// Package spec parses a Vault mount request: the class parameters of
+// HashiCorp's vault-csi-provider v1.7, unchanged (vaultAddress, roleName,
+// vaultAuthMountPath / vaultKubernetesMountPath, vaultNamespace, the TLS
+// parameters, audience and the objects YAML), keymount's own
+// shareAcrossReplicas, and the volume context the driver adds (pod,
+// service account, tokens). Errors name the parameter and the fix and never
+// quote a token or a value.
+package spec

@@ -1,0 +1,153 @@
+package spec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Methods of an object's request.
+const (
+	MethodGet  = "GET"
+	MethodPut  = "PUT"
+	MethodPost = "POST"
+)
+
+// Encodings of an object's value.
+const (
+	EncodingUTF8   = "utf-8"
+	EncodingBase64 = "base64"
+	EncodingHex    = "hex"
+)
+
+// Object is one entry of the class's objects YAML.
+type Object struct {
+	// Name is objectName: the file name, and the object's id.
+	Name string
+	// Path is secretPath, as given (a KV v2 path names its data/ part; it
+	// may end in ?version=N).
+	Path string
+	// Key is secretKey: the key of the secret's data to write; empty
+	// writes Vault's whole JSON answer.
+	Key string
+	// Method is GET, PUT or POST.
+	Method string
+	// Args is secretArgs: the body of a PUT or POST, or the query of a GET.
+	Args map[string]any
+	// Encoding is how the value is stored in Vault: it is decoded before
+	// it is written (utf-8: as is).
+	Encoding string
+	// Mode is filePermission; 0 means the mount's default.
+	Mode os.FileMode
+}
+
+// rawObject is the YAML of one object; unknown keys are ignored as
+// vault-csi-provider ignores them.
+type rawObject struct {
+	ObjectName     string          `json:"objectName"`
+	SecretPath     string          `json:"secretPath"`
+	SecretKey      string          `json:"secretKey"`
+	SecretArgs     map[string]any  `json:"secretArgs"`
+	Method         string          `json:"method"`
+	Encoding       string          `json:"encoding"`
+	FilePermission json.RawMessage `json:"filePermission"`
+}
+
+// ParseObjects parses the objects parameter. Errors name the entry and
+// its field.
+func ParseObjects(s string) ([]Object, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("%s is empty: list at least one object (objectName, secretPath)", KeyObjects)
+	}
+	var raw []rawObject
+	if err := yaml.Unmarshal([]byte(s), &raw); err != nil {
+		return nil, fmt.Errorf("%s is not a YAML list of objects (objectName, secretPath, secretKey, secretArgs, method, encoding, filePermission): %w", KeyObjects, err)
+	}
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("%s lists no object: list at least one (objectName, secretPath)", KeyObjects)
+	}
+	out := make([]Object, 0, len(raw))
+	seen := map[string]bool{}
+	var errs []error
+	for i := range raw {
+		o, err := raw[i].object()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", KeyObjects, i, err))
+			continue
+		}
+		if seen[o.Name] {
+			errs = append(errs, fmt.Errorf("%s[%d]: objectName %q is listed twice: each object needs its own file name", KeyObjects, i, o.Name))
+			continue
+		}
+		seen[o.Name] = true
+		out = append(out, o)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+func (r *rawObject) object() (Object, error) {
+	o := Object{Name: r.ObjectName, Path: strings.TrimPrefix(r.SecretPath, "/"), Key: r.SecretKey, Args: r.SecretArgs}
+	if o.Name == "" {
+		return o, errors.New("objectName is empty: set the file name to write")
+	}
+	if o.Name != path.Clean(o.Name) || path.IsAbs(o.Name) || o.Name == ".." || strings.HasPrefix(o.Name, "../") {
+		return o, fmt.Errorf("objectName %q is not a clean relative file name", o.Name)
+	}
+	if o.Path == "" {
+		return o, fmt.Errorf("object %q: secretPath is empty: set the Vault path to read", o.Name)
+	}
+	switch m := strings.ToUpper(r.Method); m {
+	case "", MethodGet:
+		o.Method = MethodGet
+	case MethodPut, MethodPost:
+		o.Method = m
+	default:
+		return o, fmt.Errorf("object %q: method %q: use GET, PUT or POST", o.Name, r.Method)
+	}
+	switch e := strings.ToLower(r.Encoding); e {
+	case "", EncodingUTF8:
+		o.Encoding = EncodingUTF8
+	case EncodingBase64, EncodingHex:
+		o.Encoding = e
+	default:
+		return o, fmt.Errorf("object %q: encoding %q: use utf-8, base64 or hex", o.Name, r.Encoding)
+	}
+	mode, err := parseMode(r.FilePermission)
+	if err != nil {
+		return o, fmt.Errorf("object %q: filePermission: %w", o.Name, err)
+	}
+	o.Mode = mode
+	return o, nil
+}
+
+// parseMode reads filePermission: a YAML number (0600 is octal in YAML, as
+// vault-csi-provider reads it) or a string of octal digits.
+func parseMode(raw json.RawMessage) (os.FileMode, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	var n uint64
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0"), 8, 32)
+		if err != nil && strings.Trim(s, "0o") != "" {
+			return 0, fmt.Errorf("%q is not an octal file mode such as 0600", s)
+		}
+		n = v
+	} else if err := json.Unmarshal(raw, &n); err != nil {
+		return 0, errors.New("not a file mode such as 0600")
+	}
+	if n > 0o777 {
+		return 0, fmt.Errorf("%#o is more than 0777", n)
+	}
+	return os.FileMode(n), nil
+}

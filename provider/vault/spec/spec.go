@@ -1,0 +1,158 @@
+package spec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Class parameters, as vault-csi-provider v1.7 names them, plus keymount's.
+const (
+	KeyAddress       = "vaultAddress"
+	KeyRole          = "roleName"
+	KeyAuthMount     = "vaultAuthMountPath"
+	KeyKubeMount     = "vaultKubernetesMountPath" // vault-csi-provider's older name of vaultAuthMountPath
+	KeyNamespace     = "vaultNamespace"
+	KeyCACert        = "vaultCACertPath"
+	KeyCADir         = "vaultCADirectory"
+	KeyTLSServerName = "vaultTLSServerName"
+	KeyClientCert    = "vaultTLSClientCertPath"
+	KeyClientKey     = "vaultTLSClientKeyPath"
+	KeySkipVerify    = "vaultSkipTLSVerify"
+	KeyAudience      = "audience"
+	KeyObjects       = "objects"
+	// KeyShare (keymount's): "true" issues a leased secret once per
+	// workload (class, namespace and service account) instead of once per
+	// volume, so a Deployment's replicas share one credential.
+	KeyShare = "shareAcrossReplicas"
+)
+
+// Volume context keys the driver adds.
+const (
+	KeyPodName        = "csi.storage.k8s.io/pod.name"
+	KeyPodNamespace   = "csi.storage.k8s.io/pod.namespace"
+	KeyPodUID         = "csi.storage.k8s.io/pod.uid"
+	KeyServiceAccount = "csi.storage.k8s.io/serviceAccount.name"
+	KeyTokens         = "csi.storage.k8s.io/serviceAccount.tokens"
+	KeyClass          = "secretProviderClass"
+)
+
+// Defaults of vault-csi-provider.
+const (
+	DefaultAuthMount = "kubernetes"
+	DefaultAudience  = "vault"
+)
+
+// TLS is how the provider reaches Vault.
+type TLS struct {
+	CACert, CADir, ServerName, ClientCert, ClientKey string
+	SkipVerify                                       bool
+}
+
+// Spec is one parsed mount request.
+type Spec struct {
+	// Address of Vault; empty means the provider's --vault-addr.
+	Address        string
+	Role           string
+	AuthMount      string
+	VaultNamespace string
+	TLS            TLS
+	Audience       string
+	Objects        []Object
+	// Share is shareAcrossReplicas.
+	Share bool
+
+	Namespace, ServiceAccount, PodName, PodUID, Class string
+	// Token is the service account token of Audience (the driver's
+	// serviceAccount.tokens). It is never printed.
+	Token string
+	// Permission is the mount's default file mode.
+	Permission os.FileMode
+}
+
+// String prints the spec without its token.
+func (s *Spec) String() string {
+	return fmt.Sprintf("vault spec{address: %q, role: %q, auth: %q, pod: %s/%s, objects: %d, token: <redacted>}",
+		s.Address, s.Role, s.AuthMount, s.Namespace, s.PodName, len(s.Objects))
+}
+
+// Parse reads the attributes of a mount request.
+func Parse(attrs map[string]string, perm os.FileMode) (*Spec, error) {
+	s := &Spec{
+		Address: strings.TrimRight(attrs[KeyAddress], "/"), Role: attrs[KeyRole], VaultNamespace: attrs[KeyNamespace],
+		Audience: attrs[KeyAudience], Namespace: attrs[KeyPodNamespace], ServiceAccount: attrs[KeyServiceAccount],
+		PodName: attrs[KeyPodName], PodUID: attrs[KeyPodUID], Class: attrs[KeyClass], Permission: perm,
+		TLS: TLS{CACert: attrs[KeyCACert], CADir: attrs[KeyCADir], ServerName: attrs[KeyTLSServerName],
+			ClientCert: attrs[KeyClientCert], ClientKey: attrs[KeyClientKey]},
+	}
+	var errs []error
+	s.AuthMount = strings.Trim(firstOf(attrs[KeyAuthMount], attrs[KeyKubeMount], DefaultAuthMount), "/")
+	s.AuthMount = strings.TrimPrefix(s.AuthMount, "auth/")
+	if s.Audience == "" {
+		s.Audience = DefaultAudience
+	}
+	if s.Role == "" {
+		errs = append(errs, fmt.Errorf("%s is empty: set the Vault role of the %s auth method to log in with", KeyRole, s.AuthMount))
+	}
+	var err error
+	if s.TLS.SkipVerify, err = parseBool(attrs, KeySkipVerify); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Share, err = parseBool(attrs, KeyShare); err != nil {
+		errs = append(errs, err)
+	}
+	if (s.TLS.ClientCert == "") != (s.TLS.ClientKey == "") {
+		errs = append(errs, fmt.Errorf("set both %s and %s, or neither", KeyClientCert, KeyClientKey))
+	}
+	if s.Objects, err = ParseObjects(attrs[KeyObjects]); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Token, err = tokenFor(attrs[KeyTokens], s.Audience); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Share && s.Class == "" {
+		errs = append(errs, fmt.Errorf("%s needs the volume context's %s", KeyShare, KeyClass))
+	}
+	return s, errors.Join(errs...)
+}
+
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func parseBool(attrs map[string]string, key string) (bool, error) {
+	v, ok := attrs[key]
+	if !ok || v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s %q: use \"true\" or \"false\"", key, v)
+	}
+	return b, nil
+}
+
+// tokenFor picks the token of audience from the driver's JSON map audience
+// → {token, expirationTimestamp}. An absent map or audience is no error
+// here: the caller refuses a mount without a token. Errors never quote the
+// input.
+func tokenFor(raw, audience string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	var entries map[string]struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(raw), &entries); err != nil {
+		return "", fmt.Errorf("%s is not a JSON object of audience to {token, expirationTimestamp} (contents not shown); check the CSIDriver's tokenRequests", KeyTokens)
+	}
+	return entries[audience].Token, nil
+}

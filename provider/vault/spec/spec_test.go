@@ -1,0 +1,158 @@
+package spec
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const objectsYAML = `
+- objectName: db-password
+  secretPath: secret/data/db
+  secretKey: password
+- objectName: cert
+  secretPath: pki/issue/web
+  method: PUT
+  secretArgs:
+    common_name: a.example.com
+    ttl: 1h
+  filePermission: 0600
+- objectName: blob
+  secretPath: /kv1/blob
+  secretKey: data
+  encoding: BASE64
+  filePermission: "0640"
+`
+
+func attrs(extra map[string]string) map[string]string {
+	a := map[string]string{
+		KeyRole: "app", KeyObjects: objectsYAML, KeyPodNamespace: "ns", KeyServiceAccount: "sa",
+		KeyPodName: "pod", KeyPodUID: "uid", KeyClass: "spc",
+		KeyTokens: `{"vault":{"token":"tok-vault","expirationTimestamp":"2030-01-01T00:00:00Z"},"other":{"token":"tok-other"}}`,
+	}
+	for k, v := range extra {
+		if v == "-" {
+			delete(a, k)
+			continue
+		}
+		a[k] = v
+	}
+	return a
+}
+
+// TestParse: every vault-csi-provider v1.7 parameter and its default.
+func TestParse(t *testing.T) {
+	s, err := Parse(attrs(map[string]string{
+		KeyAddress: "https://vault.example:8200/", KeyNamespace: "team-a", KeyKubeMount: "k8s",
+		KeyCACert: "/ca.pem", KeyCADir: "/cas", KeyTLSServerName: "vault", KeyClientCert: "/c.pem", KeyClientKey: "/c.key",
+		KeySkipVerify: "true", KeyShare: "true",
+	}), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Spec{
+		Address: "https://vault.example:8200", Role: "app", AuthMount: "k8s", VaultNamespace: "team-a",
+		TLS:      TLS{CACert: "/ca.pem", CADir: "/cas", ServerName: "vault", ClientCert: "/c.pem", ClientKey: "/c.key", SkipVerify: true},
+		Audience: DefaultAudience, Share: true, Namespace: "ns", ServiceAccount: "sa", PodName: "pod", PodUID: "uid", Class: "spc",
+		Token: "tok-vault", Permission: 0o644,
+		Objects: []Object{
+			{Name: "db-password", Path: "secret/data/db", Key: "password", Method: MethodGet, Encoding: EncodingUTF8},
+			{Name: "cert", Path: "pki/issue/web", Method: MethodPut, Encoding: EncodingUTF8, Mode: 0o600,
+				Args: map[string]any{"common_name": "a.example.com", "ttl": "1h"}},
+			{Name: "blob", Path: "kv1/blob", Key: "data", Method: MethodGet, Encoding: EncodingBase64, Mode: 0o640},
+		},
+	}
+	if diff := cmp.Diff(want, s); diff != "" {
+		t.Errorf("Parse (-want +got):\n%s", diff)
+	}
+	if strings.Contains(s.String(), "tok-vault") {
+		t.Errorf("String() prints the token: %s", s)
+	}
+}
+
+func TestParseDefaultsAndPrecedence(t *testing.T) {
+	s, err := Parse(attrs(map[string]string{KeyAuthMount: "/auth/jwt/", KeyKubeMount: "k8s", KeyAudience: "other"}), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.AuthMount != "jwt" || s.Audience != "other" || s.Token != "tok-other" {
+		t.Errorf("auth mount %q audience %q token of audience other %t; want jwt (vaultAuthMountPath wins), other, true",
+			s.AuthMount, s.Audience, s.Token == "tok-other")
+	}
+	s, err = Parse(attrs(nil), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.AuthMount != DefaultAuthMount || s.Audience != DefaultAudience || s.Share {
+		t.Errorf("defaults: auth mount %q audience %q share %t", s.AuthMount, s.Audience, s.Share)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra map[string]string
+		want  string
+	}{
+		{"no role", map[string]string{KeyRole: "-"}, "roleName is empty"},
+		{"skip verify", map[string]string{KeySkipVerify: "yes please"}, `vaultSkipTLSVerify "yes please"`},
+		{"half a client pair", map[string]string{KeyClientCert: "/c.pem"}, "set both vaultTLSClientCertPath and vaultTLSClientKeyPath"},
+		{"no objects", map[string]string{KeyObjects: "-"}, "objects is empty"},
+		{"objects not a list", map[string]string{KeyObjects: "objectName: a"}, "objects is not a YAML list"},
+		{"no objectName", map[string]string{KeyObjects: "- secretPath: a"}, "objects[0]: objectName is empty"},
+		{"no secretPath", map[string]string{KeyObjects: "- objectName: a"}, `object "a": secretPath is empty`},
+		{"escaping name", map[string]string{KeyObjects: "- {objectName: ../a, secretPath: a}"}, "not a clean relative file name"},
+		{"twice", map[string]string{KeyObjects: "- {objectName: a, secretPath: a}\n- {objectName: a, secretPath: b}"}, "listed twice"},
+		{"method", map[string]string{KeyObjects: "- {objectName: a, secretPath: a, method: DELETE}"}, `method "DELETE": use GET, PUT or POST`},
+		{"encoding", map[string]string{KeyObjects: "- {objectName: a, secretPath: a, encoding: rot13}"}, `encoding "rot13"`},
+		{"mode", map[string]string{KeyObjects: "- {objectName: a, secretPath: a, filePermission: 01777}"}, "more than 0777"},
+		{"mode string", map[string]string{KeyObjects: `- {objectName: a, secretPath: a, filePermission: "rw"}`}, "not an octal file mode"},
+		{"tokens", map[string]string{KeyTokens: "{not json tok-secret"}, "contents not shown"},
+		{"share without class", map[string]string{KeyShare: "true", KeyClass: "-"}, "shareAcrossReplicas needs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(attrs(tc.extra), 0o644)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse error = %v, want one containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "tok-") {
+				t.Errorf("the error quotes a token: %v", err)
+			}
+		})
+	}
+}
+
+// FuzzParseObjects: any objects YAML parses or fails cleanly; what parses
+// is a valid object list.
+func FuzzParseObjects(f *testing.F) {
+	f.Add(objectsYAML)
+	f.Add("- {objectName: a, secretPath: b, filePermission: 0o600}")
+	f.Add("- objectName: a\n  secretPath: b\n  secretArgs: {x: [1, 2]}\n  method: post")
+	f.Add("[]")
+	f.Fuzz(func(t *testing.T, s string) {
+		objs, err := ParseObjects(s)
+		if err != nil {
+			return
+		}
+		if len(objs) == 0 {
+			t.Fatal("no error and no object")
+		}
+		seen := map[string]bool{}
+		for _, o := range objs {
+			if o.Name == "" || o.Path == "" || seen[o.Name] || strings.HasPrefix(o.Name, "/") || strings.Contains("/"+o.Name+"/", "/../") {
+				t.Fatalf("invalid object accepted: %+v", o)
+			}
+			seen[o.Name] = true
+			if o.Mode&^os.ModePerm != 0 {
+				t.Fatalf("mode %v accepted", o.Mode)
+			}
+			switch o.Method {
+			case MethodGet, MethodPut, MethodPost:
+			default:
+				t.Fatalf("method %q accepted", o.Method)
+			}
+		}
+	})
+}
