@@ -104,7 +104,7 @@ build: ## Build the binaries (static, -trimpath) into ./bin/
 # ------------------------------------------------------------------- test
 
 .PHONY: test
-test: require-root verify lint k8s-env image ## Everything CI runs: verify, lint, the control plane, the images, then go test -race of every package (needs root)
+test: require-root verify lint k8s-env image buildah ## Everything CI runs: verify, lint, the control plane, the images, buildah, then go test -race of every package (needs root)
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration ./...
 
 .PHONY: test-unit
@@ -290,6 +290,18 @@ image: ## Build the OCI images of the driver and the providers without a contain
 	@test -f /etc/ssl/certs/ca-certificates.crt || bash hack/install-deps.sh update-ca-certificates=ca-certificates
 	$(GO) run ./hack/image -out $(BIN_DIR)/images -version '$(VERSION)' -registry '$(REGISTRY)' -platforms '$(IMAGE_PLATFORMS)' -go '$(GO)'
 
+# buildah (Debian's, vfs storage, chroot isolation) builds the Dockerfile's
+# final stages in TestDockerfile (hack/image) from binaries the test built:
+# nothing is pulled and no daemon runs.
+.PHONY: buildah
+buildah:
+	@bash hack/install-deps.sh buildah=buildah
+
+.PHONY: release
+release: ## Cut release VERSION=vX.Y.Z from a clean tree into dist/VERSION, without a container engine: images (OCI layouts, IMAGE_PLATFORMS), SBOMs, chart, manifests pinned by digest, notes, SHA256SUMS (docs/releasing.md)
+	@test -f /etc/ssl/certs/ca-certificates.crt || bash hack/install-deps.sh update-ca-certificates=ca-certificates
+	$(GO) run ./hack/release -version '$(VERSION)' -registry '$(REGISTRY)' -platforms '$(IMAGE_PLATFORMS)' -out dist -go '$(GO)'
+
 .PHONY: clean
 clean: ## Remove build and coverage output (the tool cache is kept)
-	rm -rf $(BIN_DIR) coverage.out coverage.html cover.out *.coverprofile
+	rm -rf $(BIN_DIR) dist coverage.out coverage.html cover.out *.coverprofile
