@@ -57,22 +57,28 @@ func release(c config) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := writeSBOMs(filepath.Join(dist, "sbom"), images, binDirs, c.version, created); err != nil {
-		return "", err
-	}
-	if err := packageChart(c.repo, dist, c.version); err != nil {
-		return "", err
-	}
-	if err := renderManifests(c.repo, filepath.Join(dist, "manifests"), c.registry, images); err != nil {
-		return "", err
-	}
-	if err := writeNotes(filepath.Join(dist, "RELEASE-NOTES.md"), c, notes, images); err != nil {
-		return "", err
-	}
-	if err := writeSums(dist); err != nil {
+	if err := writeArtifacts(c, dist, images, binDirs, notes, created); err != nil {
 		return "", err
 	}
 	return dist, nil
+}
+
+// writeArtifacts writes everything but the images into dist: the SBOMs,
+// the chart, the manifests, the notes and, last, SHA256SUMS.
+func writeArtifacts(c config, dist string, images []image, binDirs map[string]string, notes, created string) error {
+	if err := writeSBOMs(filepath.Join(dist, "sbom"), images, binDirs, c.version, created); err != nil {
+		return err
+	}
+	if err := packageChart(c.repo, dist, c.version); err != nil {
+		return err
+	}
+	if err := renderManifests(c.repo, filepath.Join(dist, "manifests"), c.registry, images); err != nil {
+		return err
+	}
+	if err := writeNotes(filepath.Join(dist, "RELEASE-NOTES.md"), c, notes, images); err != nil {
+		return err
+	}
+	return writeSums(dist)
 }
 
 // buildImages builds the binaries for every platform under bins/<arch>,

