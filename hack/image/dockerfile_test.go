@@ -119,7 +119,7 @@ type buildahRun struct {
 
 func newBuildah(t *testing.T, bin, root string) *buildahRun {
 	t.Helper()
-	for _, d := range []string{"storage", "run", "tmp"} {
+	for _, d := range []string{"storage", "run", "tmp", "out"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
