@@ -50,23 +50,9 @@ func run() error {
 		return fmt.Errorf("read the CA bundle (install Debian's ca-certificates): %w", err)
 	}
 	bins := ociimage.Binaries{Go: *goTool, Version: *version, Output: os.Stdout}
-	var arches []string
-	binDirs := map[string]string{}
-	for _, plat := range strings.Split(*platforms, ",") {
-		goos, arch, ok := strings.Cut(strings.TrimSpace(plat), "/")
-		if !ok || goos != "linux" {
-			return fmt.Errorf("platform %q: want linux/<arch>", plat)
-		}
-		binDirs[arch] = filepath.Join(*out, "bin", arch)
-		if err := bins.Build(goos, arch, binDirs[arch]); err != nil {
-			return err
-		}
-		if arch == runtime.GOARCH {
-			if err := ociimage.CheckVersion(binDirs[arch], *version); err != nil {
-				return err
-			}
-		}
-		arches = append(arches, arch)
+	arches, binDirs, err := bins.BuildPlatforms(strings.Split(*platforms, ","), filepath.Join(*out, "bin"))
+	if err != nil {
+		return err
 	}
 	built, err := ociimage.BuildAll("linux", arches, binDirs, *version, ca)
 	if err != nil {

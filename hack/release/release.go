@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -90,23 +88,9 @@ func buildImages(c config, bins, dir string) ([]image, map[string]string, error)
 		return nil, nil, fmt.Errorf("read the CA bundle -ca-bundle (install Debian's ca-certificates): %w", err)
 	}
 	b := ociimage.Binaries{Go: c.goTool, ModuleDir: c.repo, Version: c.version, Output: os.Stderr}
-	var arches []string
-	binDirs := map[string]string{}
-	for _, plat := range c.platforms {
-		goos, arch, ok := strings.Cut(plat, "/")
-		if !ok || goos != "linux" {
-			return nil, nil, fmt.Errorf("-platforms: %q: want linux/<arch>", plat)
-		}
-		binDirs[arch] = filepath.Join(bins, arch)
-		if err := b.Build(goos, arch, binDirs[arch]); err != nil {
-			return nil, nil, err
-		}
-		if arch == runtime.GOARCH {
-			if err := ociimage.CheckVersion(binDirs[arch], c.version); err != nil {
-				return nil, nil, err
-			}
-		}
-		arches = append(arches, arch)
+	arches, binDirs, err := b.BuildPlatforms(c.platforms, bins)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-platforms: %w", err)
 	}
 	built, err := ociimage.BuildAll("linux", arches, binDirs, c.version, ca)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -48,6 +49,31 @@ func (b Binaries) Build(goos, arch, dir string) error {
 		return fmt.Errorf("build the binaries for %s/%s: %w", goos, arch, err)
 	}
 	return nil
+}
+
+// BuildPlatforms builds the binaries for each "linux/<arch>" of platforms
+// into root/<arch> and checks that the host's report the version. It
+// returns the arches in order and each one's directory.
+func (b Binaries) BuildPlatforms(platforms []string, root string) ([]string, map[string]string, error) {
+	var arches []string
+	dirs := map[string]string{}
+	for _, plat := range platforms {
+		goos, arch, ok := strings.Cut(strings.TrimSpace(plat), "/")
+		if !ok || goos != "linux" {
+			return nil, nil, fmt.Errorf("platform %q: want linux/<arch>", plat)
+		}
+		dirs[arch] = filepath.Join(root, arch)
+		if err := b.Build(goos, arch, dirs[arch]); err != nil {
+			return nil, nil, err
+		}
+		if arch == runtime.GOARCH {
+			if err := CheckVersion(dirs[arch], b.Version); err != nil {
+				return nil, nil, err
+			}
+		}
+		arches = append(arches, arch)
+	}
+	return arches, dirs, nil
 }
 
 // versionArgs is how each program prints its version.
