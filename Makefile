@@ -117,6 +117,14 @@ test: require-root verify lint k8s-env image ## Everything CI runs: verify, lint
 # The Vault tier (build tag vault): tests/vaultenv, provider/vault, the
 # SecretMirror and controller tests against a real Vault. Not yet part of
 # `make test`: it has not passed a run yet (see docs/compatibility.md).
+.PHONY: test-release
+# The release tier (build tag release): TestRelease (make release on a clean
+# copy, every artifact, a crane push to a registry on 127.0.0.1) and
+# TestDockerfile (buildah builds the Dockerfile's targets, compared with
+# make image's). Not yet part of `make test`: neither has passed a run yet.
+test-release: require-root image buildah ## The release tier: make release end to end and the Dockerfile built with buildah (needs root)
+	GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags release ./hack/...
+
 .PHONY: test-vault
 test-vault: require-root k8s-env vault-env ## The Vault tier: a real Vault v1.14.2 (built once) with the real API server (needs root)
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration,vault ./tests/vaultenv/... ./provider/vault/... ./cluster/mirror/... ./cmd/keymount-controller/...
@@ -308,6 +316,18 @@ image: ## Build the OCI images of the driver and the providers without a contain
 	@test -f /etc/ssl/certs/ca-certificates.crt || bash hack/install-deps.sh update-ca-certificates=ca-certificates
 	$(GO) run ./hack/image -out $(BIN_DIR)/images -version '$(VERSION)' -registry '$(REGISTRY)' -platforms '$(IMAGE_PLATFORMS)' -go '$(GO)'
 
+# buildah (Debian's, vfs storage, chroot isolation) builds the Dockerfile's
+# final stages in TestDockerfile (hack/image) from binaries the test built:
+# nothing is pulled and no daemon runs.
+.PHONY: buildah
+buildah:
+	@bash hack/install-deps.sh buildah=buildah
+
+.PHONY: release
+release: ## Cut release VERSION=vX.Y.Z from a clean tree into dist/VERSION, without a container engine: images (OCI layouts, IMAGE_PLATFORMS), SBOMs, chart, manifests pinned by digest, notes, SHA256SUMS (docs/releasing.md)
+	@test -f /etc/ssl/certs/ca-certificates.crt || bash hack/install-deps.sh update-ca-certificates=ca-certificates
+	$(GO) run ./hack/release -version '$(VERSION)' -registry '$(REGISTRY)' -platforms '$(IMAGE_PLATFORMS)' -out dist -go '$(GO)'
+
 .PHONY: clean
 clean: ## Remove build and coverage output (the tool cache is kept)
-	rm -rf $(BIN_DIR) coverage.out coverage.html cover.out *.coverprofile
+	rm -rf $(BIN_DIR) dist coverage.out coverage.html cover.out *.coverprofile

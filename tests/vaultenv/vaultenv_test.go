@@ -116,4 +116,3 @@ func serviceAccountToken(t *testing.T, env *k8senv.Env, namespace, name, audienc
 	}
 	return tr.Status.Token
 }
-
