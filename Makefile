@@ -51,6 +51,12 @@ TOOLS_TMP := $(KEYMOUNT_CACHE)/tmp
 # the cache that `make k8s-env` fills and every go test run gets as
 # KUBEBUILDER_ASSETS.
 K8S_ASSETS = $(shell KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-k8s.sh --print-assets-dir)
+# The oldest Kubernetes docs/compatibility.md claims, from the helper module
+# hack/k8s-oldest (hack/update-k8s.sh VERSION hack/k8s-oldest changes it),
+# built the same way into its own directory: `make test` runs the real-node
+# tier against it too (test-node-oldest).
+K8S_OLDEST_VERSION := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" { print $$3 }' hack/k8s-oldest/go.mod)
+K8S_OLDEST_ASSETS = $(shell K8S_VERSION='$(K8S_OLDEST_VERSION)' KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-k8s.sh --print-assets-dir)
 
 # ------------------------------------------------------------- tool pins
 
@@ -104,8 +110,9 @@ build: ## Build the binaries (static, -trimpath) into ./bin/
 # ------------------------------------------------------------------- test
 
 .PHONY: test
-test: require-root verify lint k8s-env image ## Everything CI runs: verify, lint, the control plane, the images, then go test -race of every package (needs root)
+test: require-root verify lint k8s-env k8s-env-oldest image ## Everything CI runs: verify, lint, the control planes, the images, go test -race of every package, then the real-node tier on the oldest Kubernetes (needs root)
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration ./...
+	$(MAKE) --no-print-directory test-node-oldest
 
 .PHONY: test-unit
 test-unit: require-root ## Unit tests only: every package outside tests/, without the tests tagged integration (no control plane; needs root for the tmpfs tests)
@@ -127,6 +134,10 @@ test-e2e: require-root k8s-env ## End-to-end tests: the kubelet-emulating harnes
 test-node: require-root k8s-env ## The real-node tier: kubelet + containerd + runc run pods that read their secrets through keymount (needs root)
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./tests/nodeenv/... ./tests/node/...
 
+.PHONY: test-node-oldest
+test-node-oldest: require-root k8s-env-oldest ## The real-node tier against the oldest Kubernetes docs/compatibility.md claims (hack/k8s-oldest): its kubelet and API server (needs root)
+	KUBEBUILDER_ASSETS='$(K8S_OLDEST_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./tests/nodeenv/... ./tests/node/...
+
 # k8s-env: install etcd, containerd, runc and the CNI plugins (Debian, never
 # started as services) and build kube-apiserver, kube-controller-manager,
 # kube-scheduler and kubelet once per Kubernetes version (a cold build takes
@@ -134,6 +145,10 @@ test-node: require-root k8s-env ## The real-node tier: kubelet + containerd + ru
 .PHONY: k8s-env
 k8s-env: ## Install the test control plane and node into KEYMOUNT_CACHE/k8s/<version> (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, containerd, runc, CNI)
 	@KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-k8s.sh
+
+.PHONY: k8s-env-oldest
+k8s-env-oldest: ## The same for the oldest Kubernetes docs/compatibility.md claims (hack/k8s-oldest), into KEYMOUNT_CACHE/k8s/<that version>
+	@K8S_VERSION='$(K8S_OLDEST_VERSION)' KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-k8s.sh
 
 .PHONY: require-root
 require-root:
