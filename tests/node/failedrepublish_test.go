@@ -98,32 +98,59 @@ func TestFailedRepublishOfUnmountedTarget(t *testing.T) {
 }
 
 // kubeletDeletesOnFailedRepublish says whether the node's kubelet removes
-// the mount directory of a volume whose republish failed: every release
-// before kubernetes/kubernetes#139045 (opened 2026-05-13, in v1.37.0,
-// cherry-picked to 1.34, 1.35 and 1.36 by #139230, #139229 and #139228). The
-// patch releases of those minors listed here came out before the fix was
-// written (v1.34.4's pkg/volume/csi/csi_mounter.go was read: it removes the
-// directory on every final NodePublish error); a later patch release of
-// theirs fails the test until its source was read and it is listed.
+// the mount directory of a volume whose republish failed.
 func kubeletDeletesOnFailedRepublish(t *testing.T, n *nodeenv.Node) bool {
 	t.Helper()
+	deletes, err := deletesOnFailedRepublish(n.KubeletVersion(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return deletes
+}
+
+// deletesOnFailedRepublish says whether kubelet version kv removes the
+// mount directory of a volume whose republish failed: every release before
+// kubernetes/kubernetes#139045 (opened 2026-05-13, in v1.37.0, cherry-picked
+// to 1.34, 1.35 and 1.36 by #139230, #139229 and #139228). The patch
+// releases of those minors listed here came out before the fix was written
+// (v1.34.4's pkg/volume/csi/csi_mounter.go was read: it removes the
+// directory on every final NodePublish error); any other patch release of
+// theirs is an error until its source was read and it is listed.
+func deletesOnFailedRepublish(kv string) (bool, error) {
 	released := map[string]bool{"v1.34.4": true, "v1.35.4": true, "v1.36.1": true}
-	kv := n.KubeletVersion(t)
 	v, err := version.ParseSemantic(kv)
 	if err != nil {
-		t.Fatalf("the node's kubelet version %q: %v", kv, err)
+		return false, fmt.Errorf("kubelet version %q: %w", kv, err)
 	}
 	switch {
 	case v.AtLeast(version.MajorMinor(1, 37)):
-		return false
+		return false, nil
 	case !v.AtLeast(version.MajorMinor(1, 34)):
-		return true
+		return true, nil
 	case released[fmt.Sprintf("v%d.%d.%d", v.Major(), v.Minor(), v.Patch())]:
-		return true
+		return true, nil
 	}
-	t.Fatalf("kubelet %s: whether it removes the mount directory when a republish fails is not recorded: read its "+
-		"pkg/volume/csi/csi_mounter.go (IsRemount skips the removal) and list it in kubeletDeletesOnFailedRepublish", kv)
-	return false
+	return false, fmt.Errorf("kubelet %s: whether it removes the mount directory when a republish fails is not recorded: "+
+		"read its pkg/volume/csi/csi_mounter.go (IsRemount skips the removal) and list it in deletesOnFailedRepublish", kv)
+}
+
+// TestDeletesOnFailedRepublish: the record of which kubelets remove the
+// mount directory of a failed republish.
+func TestDeletesOnFailedRepublish(t *testing.T) {
+	for kv, want := range map[string]bool{
+		"v1.33.13": true, "v1.34.4": true, "v1.35.4": true, "v1.36.1": true,
+		"v1.37.0": false, "v1.37.1": false, "v1.38.0-beta.0": false,
+	} {
+		got, err := deletesOnFailedRepublish(kv)
+		if err != nil || got != want {
+			t.Errorf("deletesOnFailedRepublish(%s) = %v, %v; want %v", kv, got, err, want)
+		}
+	}
+	for _, kv := range []string{"v1.34.9", "v1.36.3", "1.37"} {
+		if _, err := deletesOnFailedRepublish(kv); err == nil {
+			t.Errorf("deletesOnFailedRepublish(%s) answered for a release whose source was not read", kv)
+		}
+	}
 }
 
 // setProvider makes the class name provider.
