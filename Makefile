@@ -51,6 +51,12 @@ TOOLS_TMP := $(KEYMOUNT_CACHE)/tmp
 # the cache that `make k8s-env` fills and every go test run gets as
 # KUBEBUILDER_ASSETS.
 K8S_ASSETS = $(shell KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-k8s.sh --print-assets-dir)
+# The oldest Kubernetes docs/compatibility.md claims, from the helper module
+# hack/k8s-oldest (hack/update-k8s.sh VERSION hack/k8s-oldest changes it),
+# built the same way into its own directory: `make test-node-oldest` runs the
+# real-node tier against it (not yet part of `make test`: it has not run yet).
+K8S_OLDEST_VERSION := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" { print $$3 }' hack/k8s-oldest/go.mod)
+K8S_OLDEST_ASSETS = $(shell K8S_VERSION='$(K8S_OLDEST_VERSION)' KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-k8s.sh --print-assets-dir)
 
 # The Vault server of the Vault tier (tests/vaultenv, provider/vault): HashiCorp
 # Vault v1.14.2 (MPL-2.0) built from the helper module hack/vault against a
@@ -114,9 +120,6 @@ build: ## Build the binaries (static, -trimpath) into ./bin/
 test: require-root verify lint k8s-env image ## Everything CI runs: verify, lint, the control plane, the images, then go test -race of every package (needs root)
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration ./...
 
-# The Vault tier (build tag vault): tests/vaultenv, provider/vault, the
-# SecretMirror and controller tests against a real Vault. Not yet part of
-# `make test`: it has not passed a run yet (see docs/compatibility.md).
 .PHONY: test-release
 # The release tier (build tag release): TestRelease (make release on a clean
 # copy, every artifact, a crane push to a registry on 127.0.0.1) and
@@ -125,6 +128,9 @@ test: require-root verify lint k8s-env image ## Everything CI runs: verify, lint
 test-release: require-root image buildah ## The release tier: make release end to end and the Dockerfile built with buildah (needs root)
 	GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags release ./hack/...
 
+# The Vault tier (build tag vault): tests/vaultenv, provider/vault, the
+# SecretMirror and controller tests against a real Vault. Not yet part of
+# `make test`: it has not passed a run yet.
 .PHONY: test-vault
 test-vault: require-root k8s-env vault-env ## The Vault tier: a real Vault v1.14.2 (built once) with the real API server (needs root)
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration,vault ./tests/vaultenv/... ./provider/vault/... ./cluster/mirror/... ./cmd/keymount-controller/...
@@ -139,7 +145,7 @@ test-sanity: require-root ## CSI conformance: csi-sanity against the driver over
 
 .PHONY: test-integration
 test-integration: k8s-env ## Integration tests against a real kube-apiserver + etcd: the packages with *_integration_test.go files (build tag integration), with their unit tests, and tests/k8senv
-	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration $$(for f in $$(find . -name '*_integration_test.go' -not -path './tests/*'); do echo ./$$(dirname $$f); done | sort -u) ./tests/k8senv/...
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration $$(for f in $$(find . -name '*_integration_test.go' -not -path './tests/*'); do echo ./$$(dirname $$f); done | sort -u) ./tests/k8senv/...
 
 .PHONY: test-e2e
 test-e2e: require-root k8s-env ## End-to-end tests: the kubelet-emulating harness against the real API server (needs root)
@@ -148,6 +154,14 @@ test-e2e: require-root k8s-env ## End-to-end tests: the kubelet-emulating harnes
 .PHONY: test-node
 test-node: require-root k8s-env ## The real-node tier: kubelet + containerd + runc run pods that read their secrets through keymount (needs root)
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./tests/nodeenv/... ./tests/node/...
+
+# NODE_OLDEST_RUN narrows test-node-oldest to the tests matching a go test
+# -run pattern (empty: the whole tier, as docs/compatibility.md says).
+NODE_OLDEST_RUN ?=
+
+.PHONY: test-node-oldest
+test-node-oldest: require-root k8s-env-oldest ## The real-node tier against the oldest Kubernetes docs/compatibility.md claims (hack/k8s-oldest): its kubelet and API server (needs root; NODE_OLDEST_RUN)
+	KUBEBUILDER_ASSETS='$(K8S_OLDEST_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags failedrepublish $(if $(NODE_OLDEST_RUN),-run '$(NODE_OLDEST_RUN)') ./tests/nodeenv/... ./tests/node/...
 
 # k8s-env: install etcd, containerd, runc and the CNI plugins (Debian, never
 # started as services) and build kube-apiserver, kube-controller-manager,
@@ -160,6 +174,9 @@ k8s-env: ## Install the test control plane and node into KEYMOUNT_CACHE/k8s/<ver
 .PHONY: vault-env
 vault-env: ## Build the Vault server of the Vault tier once into KEYMOUNT_CACHE/vault/<version> (hack/install-vault.sh; a cold build takes minutes)
 	@KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-vault.sh
+.PHONY: k8s-env-oldest
+k8s-env-oldest: ## The same for the oldest Kubernetes docs/compatibility.md claims (hack/k8s-oldest), into KEYMOUNT_CACHE/k8s/<that version>
+	@K8S_VERSION='$(K8S_OLDEST_VERSION)' KEYMOUNT_CACHE='$(KEYMOUNT_CACHE)' GO='$(GO)' bash hack/install-k8s.sh
 
 .PHONY: require-root
 require-root:

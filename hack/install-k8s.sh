@@ -20,8 +20,12 @@
 # hack/install-deps.sh).
 #
 # <version> is the k8s.io/kubernetes version hack/k8s/go.mod requires (change
-# it with hack/update-k8s.sh). The Kubernetes binaries are built, in one go build, from the
-# Go module proxy with the committed hack/k8s/go.sum, into a scratch directory
+# it with hack/update-k8s.sh): the newest Kubernetes the tiers run. With
+# K8S_VERSION set, the helper module under hack/ whose go.mod requires that
+# version is built instead, the same way and into its own directory: e.g.
+# hack/k8s-oldest, the oldest version docs/compatibility.md claims (the
+# Makefile's k8s-env-oldest). The Kubernetes binaries are built, in one go build, from the
+# Go module proxy with the helper module's committed go.sum, into a scratch directory
 # under the cache, and renamed into place only once all of them built and run, so an
 # interrupted build is never taken as done. When all exist the build is
 # skipped, so running this again is cheap. The Go build cache is the default
@@ -29,19 +33,39 @@
 #
 # Usage: hack/install-k8s.sh   (normally through `make k8s-env`)
 #        hack/install-k8s.sh --print-assets-dir
-# Environment: KEYMOUNT_CACHE (default ~/.cache/keymount), GO (default go).
+# Environment: KEYMOUNT_CACHE (default ~/.cache/keymount), GO (default go),
+# K8S_VERSION (default: hack/k8s's version).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${KEYMOUNT_CACHE:-$HOME/.cache/keymount}
 go=${GO:-go}
-mod=$root/hack/k8s
 binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
 
 die() {
 	echo "install-k8s: $*" >&2
 	exit 1
 }
+
+# helper_module prints the helper module under hack/ whose go.mod requires
+# k8s.io/kubernetes at version $1.
+helper_module() {
+	local d
+	for d in "$root"/hack/k8s "$root"/hack/k8s-*; do
+		if [[ -f $d/go.mod ]] &&
+			awk -v v="$1" '$1 == "require" && $2 == "k8s.io/kubernetes" && $3 == v { found = 1 } END { exit !found }' "$d/go.mod"; then
+			echo "$d"
+			return 0
+		fi
+	done
+	return 1
+}
+
+mod=$root/hack/k8s
+if [[ -n "${K8S_VERSION:-}" ]]; then
+	mod=$(helper_module "$K8S_VERSION") ||
+		die "K8S_VERSION=$K8S_VERSION: no helper module under hack/ requires k8s.io/kubernetes $K8S_VERSION; create one with hack/update-k8s.sh $K8S_VERSION hack/k8s-NAME, or unset K8S_VERSION for hack/k8s's version"
+fi
 
 # The k8s.io/kubernetes version hack/k8s builds, and when it was released
 # (the build date the binaries report, so a rebuild is reproducible).

@@ -3,14 +3,12 @@ package node_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,26 +82,7 @@ func TestPodDeletionCleansUp(t *testing.T) {
 		_, err := n.Kube.CoreV1().Secrets(ns).Get(ctx, "db-synced", metav1.GetOptions{})
 		return err
 	})
-	podDir := filepath.Join(n.KubeletRoot, "pods", string(pod.UID))
-	waitGone(t, "the pod's directory on the node", func(context.Context) error {
-		_, err := os.Stat(podDir)
-		if errors.Is(err, os.ErrNotExist) {
-			return apierrors.NewNotFound(corev1.Resource("directory"), podDir)
-		}
-		return err
-	})
-	for _, dir := range []string{podDir, stateDir} {
-		ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ms) > 0 {
-			t.Errorf("mounts left under %s: %d", dir, len(ms))
-		}
-	}
-	if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the driver's state of the volume is still there: %v", err)
-	}
+	waitCleanedUp(t, n, pod, stateDir)
 }
 
 // TestMissingClassWaitsForIt: a pod whose class does not exist stays in

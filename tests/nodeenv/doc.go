@@ -9,7 +9,9 @@
 // under the temporary root, cgroupfs, AppArmor off and
 // restrict_oom_score_adj (the VMs lack CAP_SYS_RESOURCE); a CNI config with
 // only the loopback plugin (test pods use hostNetwork); kubelet built from
-// the pinned k8s.io/kubernetes module (hack/k8s) with failCgroupV1: false,
+// a pinned k8s.io/kubernetes module (hack/k8s, the newest version, or
+// hack/k8s-oldest, which `make test-node-oldest` runs: the same configuration
+// serves both) with failCgroupV1: false,
 // failSwapOn: false, its API on 127.0.0.1 and a cgroup root of its own; and
 // the one container image the tier needs, keymount.test/probe (the static
 // program tests/node/probe, packed by internal/ociimage and imported with

@@ -154,3 +154,17 @@ func freePort(tb testing.TB) int {
 	}
 	return addr.Port
 }
+
+// KubeletVersion is the version the node's kubelet reports in the Node's
+// status (v1.37.1, ...).
+func (n *Node) KubeletVersion(tb testing.TB) string {
+	tb.Helper()
+	node, err := n.Kube.CoreV1().Nodes().Get(tb.Context(), n.Name, metav1.GetOptions{})
+	if err != nil {
+		tb.Fatalf("nodeenv: reading node %s: %v", n.Name, err)
+	}
+	if node.Status.NodeInfo.KubeletVersion == "" {
+		tb.Fatalf("nodeenv: node %s reports no kubelet version", n.Name)
+	}
+	return node.Status.NodeInfo.KubeletVersion
+}
