@@ -77,7 +77,7 @@ type guideRunner struct {
 	dyn  dynamic.Interface
 }
 
-func (g *guideRunner) run(cmd string) {
+func (g *guideRunner) run(cmd string) { //nolint:gocyclo // one case per kind of command the guide holds
 	g.t.Helper()
 	args, out, _ := strings.Cut(cmd, ">")
 	f := strings.Fields(args)
@@ -133,7 +133,7 @@ func (g *guideRunner) applyDir(dir string) error {
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no YAML in %s (%v)", dir, err)
+		return fmt.Errorf("no YAML in %s: %w", dir, err)
 	}
 	for _, file := range files {
 		b, err := os.ReadFile(file)

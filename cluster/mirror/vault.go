@@ -240,7 +240,7 @@ func (v *vaultReader) client(addr string) (*vaultapi.Client, error) {
 	cfg.Address = addr
 	c, err := vaultapi.NewClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: spec.source.vault.addr %q: %v", errVaultSpec, addr, err)
+		return nil, fmt.Errorf("%w: spec.source.vault.addr %q: %w", errVaultSpec, addr, err)
 	}
 	c.ClearToken()
 	c.ClearNamespace()

@@ -165,7 +165,10 @@ func TestTrimObject(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ss = o.(*ss1.SecretSync)
+		var ok bool
+		if ss, ok = o.(*ss1.SecretSync); !ok {
+			t.Fatalf("transform returned %T", o)
+		}
 	}
 	if ss.ManagedFields != nil {
 		t.Errorf("managedFields kept")
@@ -189,7 +192,11 @@ func TestInternedStrings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return o.(*ss1.SecretSync)
+		trimmed, ok := o.(*ss1.SecretSync)
+		if !ok {
+			t.Fatalf("transform returned %T", o)
+		}
+		return trimmed
 	}
 	a, b := trim(mk()), trim(mk())
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }

@@ -32,9 +32,9 @@ func syncedJSON(tb testing.TB, i int) []byte {
 	ss.Spec.SecretProviderClassName, ss.Spec.ServiceAccountName = fmt.Sprintf("class-%02d", i%100), "bench-app"
 	ss.ManagedFields = []metav1.ManagedFieldsEntry{
 		{Manager: "bench.test", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "secret-sync.x-k8s.io/v1alpha1",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{".":{},"f:secretObject":{".":{},"f:data":{},"f:type":{}},"f:secretProviderClassName":{},"f:serviceAccountName":{}}}`)}},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{".":{},"f:secretObject":{".":{},"f:data":{},"f:type":{}},"f:secretProviderClassName":{},"f:serviceAccountName":{}}}`)},
 		{Manager: "keymount-controller", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "secret-sync.x-k8s.io/v1alpha1",
-			FieldsType: "FieldsV1", Subresource: "status", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{".":{},"f:conditions":{},"f:lastSuccessfulSyncTime":{},"f:objects":{},"f:observedGeneration":{},"f:syncHash":{}}}`)}},
+			FieldsType: "FieldsV1", Subresource: "status", FieldsV1: metav1.NewFieldsV1(`{"f:status":{".":{},"f:conditions":{},"f:lastSuccessfulSyncTime":{},"f:objects":{},"f:observedGeneration":{},"f:syncHash":{}}}`)},
 	}
 	objects := []ss1.SecretSyncObject{{ID: fmt.Sprintf("obj-%02d", i%100), Version: "v1"}}
 	hash := fmt.Sprintf("%064x", i)
@@ -139,7 +139,11 @@ func BenchmarkCachedForm(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				out[i] = o.(*corev1.Secret)
+				s, ok := o.(*corev1.Secret)
+				if !ok {
+					b.Fatalf("transform returned %T", o)
+				}
+				out[i] = s
 			}
 			return out
 		}), "B/secret-trimmed")

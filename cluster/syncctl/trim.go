@@ -93,9 +93,7 @@ func unchangedBySuccess(ss *ss1.SecretSync, hash string, objects []ss1.SecretSyn
 // leave on every object; the reconciler never reads it), its keys and
 // short values interned.
 func withoutLastApplied(a map[string]string) map[string]string {
-	if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
-		delete(a, corev1.LastAppliedConfigAnnotation)
-	}
+	delete(a, corev1.LastAppliedConfigAnnotation)
 	if len(a) == 0 {
 		return nil
 	}

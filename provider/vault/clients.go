@@ -59,16 +59,3 @@ func (c *clients) get(addr, ns string, t spec.TLS) (*vaultapi.Client, error) {
 	c.m[key] = cl
 	return cl, nil
 }
-
-// withToken returns a clone of base that sends token.
-func withToken(base *vaultapi.Client, token string) (*vaultapi.Client, error) {
-	cl, err := base.Clone()
-	if err != nil {
-		return nil, err
-	}
-	cl.SetToken(token)
-	if ns := base.Namespace(); ns != "" {
-		cl.SetNamespace(ns)
-	}
-	return cl, nil
-}

@@ -20,12 +20,12 @@ func vaultError(op, path, role string, err error) error {
 	var re *vaultapi.ResponseError
 	if errors.As(err, &re) {
 		msg = fmt.Sprintf("HTTP %d: %s", re.StatusCode, strings.Join(re.Errors, "; "))
-		switch {
-		case re.StatusCode == http.StatusForbidden:
+		switch re.StatusCode {
+		case http.StatusForbidden:
 			kind = server.ErrPermissionDenied
-		case re.StatusCode == http.StatusNotFound:
+		case http.StatusNotFound:
 			kind = server.ErrNotFound
-		case re.StatusCode == http.StatusBadRequest || re.StatusCode == http.StatusMethodNotAllowed:
+		case http.StatusBadRequest, http.StatusMethodNotAllowed:
 			kind = server.ErrFailedPrecondition
 		}
 	}

@@ -45,7 +45,7 @@ func Start(t testing.TB) (endpoint string) {
 		t.Fatalf("finding a free port for moto_server: %v", err)
 	}
 	var out syncBuffer
-	cmd := exec.Command(path, "-H", "127.0.0.1", "-p", strconv.Itoa(port)) //nolint:gosec // G204: fixed binary, numeric port.
+	cmd := exec.Command(path, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

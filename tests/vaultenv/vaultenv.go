@@ -68,7 +68,7 @@ func Start(t testing.TB, opts Options) *Vault {
 	if bin == "" {
 		t.Fatalf("%s is unset: run `make vault-env` and export %s=$(bash hack/install-vault.sh --print-path)", BinEnv, BinEnv)
 	}
-	if _, err := os.Stat(bin); err != nil {
+	if _, err := os.Stat(bin); err != nil { //nolint:gosec // G703: the Vault binary the test was told to run
 		t.Fatalf("%s=%s: %v (run `make vault-env`)", BinEnv, bin, err)
 	}
 	dir := t.TempDir()
@@ -89,7 +89,7 @@ func Start(t testing.TB, opts Options) *Vault {
 // it when the test ends.
 func run(t testing.TB, bin, dir, logPath string, args ...string) {
 	t.Helper()
-	out, err := os.Create(logPath) //nolint:gosec // G304: the test's own temporary directory.
+	out, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,12 +141,12 @@ func (v *Vault) newRootClient(t testing.TB, logPath string) *vaultapi.Client {
 		h, err := c.Sys().HealthWithContext(ctx)
 		if err != nil {
 			last = err
-			return false, nil
+			return false, nil //nolint:nilerr // not up yet: poll again; the last error is reported at the deadline
 		}
 		return h.Initialized && !h.Sealed, nil
 	})
 	if err != nil {
-		log, _ := os.ReadFile(logPath) //nolint:gosec // G304: the test's own temporary directory.
+		log, _ := os.ReadFile(logPath)
 		t.Fatalf("vault did not start at %s: %v (last: %v)\nlog:\n%s", v.Addr, err, last, log)
 	}
 	return c

@@ -187,8 +187,8 @@ func TestControllerPodRestricted(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, _ := render(t, allFeatures).controller(t)
-	if n := len(d.Spec.Template.Spec.Containers); n != 3 {
-		t.Fatalf("%d containers, want the controller and both providers", n)
+	if n := len(d.Spec.Template.Spec.Containers); n != 4 {
+		t.Fatalf("%d containers, want the controller and its three providers (local, aws, vault)", n)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "keymount-controller", Namespace: ns.Name}, Spec: d.Spec.Template.Spec}
 	_, err := admin.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})

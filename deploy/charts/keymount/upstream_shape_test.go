@@ -20,7 +20,7 @@ const driverContainer = "secrets-store"
 // liveness probe's target) and metrics port, and upstream's sidecars
 // (node-driver-registrar, liveness-probe on 9808). With keymount's own
 // values the labels, name and port are the same, without the sidecars.
-func TestUpstreamShape(t *testing.T) {
+func TestUpstreamShape(t *testing.T) { //nolint:gocyclo // one check after another over one render, read top to bottom
 	appVersion := loadChart(t).Metadata.AppVersion
 	for _, tc := range []struct {
 		name     string

@@ -36,7 +36,7 @@ const (
 	KeyPodNamespace   = "csi.storage.k8s.io/pod.namespace"
 	KeyPodUID         = "csi.storage.k8s.io/pod.uid"
 	KeyServiceAccount = "csi.storage.k8s.io/serviceAccount.name"
-	KeyTokens         = "csi.storage.k8s.io/serviceAccount.tokens"
+	KeyTokens         = "csi.storage.k8s.io/serviceAccount.tokens" //nolint:gosec // G101: an attribute key's name, not a credential.
 	KeyClass          = "secretProviderClass"
 )
 
