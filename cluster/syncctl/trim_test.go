@@ -67,7 +67,10 @@ func trimmedCopy(t *testing.T, ss *ss1.SecretSync) *ss1.SecretSync {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := o.(*ss1.SecretSync)
+	tr, ok := o.(*ss1.SecretSync)
+	if !ok {
+		t.Fatalf("transform returned %T", o)
+	}
 	if !isTrimmed(tr) {
 		t.Fatalf("trimObject did not trim %s", ss.Name)
 	}

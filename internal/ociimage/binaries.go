@@ -41,7 +41,7 @@ func (b Binaries) Build(goos, arch, dir string) error {
 			args = append(args, "./cmd/"+bin)
 		}
 	}
-	cmd := exec.Command(b.Go, args...)
+	cmd := exec.Command(b.Go, args...) //nolint:gosec // G204: the go tool the build was given, building this module's commands
 	cmd.Dir = b.ModuleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+arch)
 	cmd.Stdout, cmd.Stderr = b.Output, b.Output
@@ -95,7 +95,7 @@ func CheckVersion(dir, version string) error {
 			if !ok {
 				return fmt.Errorf("ociimage: no version command known for %s: add it to versionArgs", bin)
 			}
-			out, err := exec.Command(filepath.Join(dir, bin), args...).CombinedOutput()
+			out, err := exec.Command(filepath.Join(dir, bin), args...).CombinedOutput() //nolint:gosec // G204: the binaries this build just wrote
 			if err != nil {
 				return fmt.Errorf("%s %s: %w (it printed %q)", bin, strings.Join(args, " "), err, out)
 			}

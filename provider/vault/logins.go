@@ -143,7 +143,9 @@ func (p *Provider) renewSession(ctx context.Context, l *login, s *session) error
 func (p *Provider) revoke(ctx context.Context, l *login) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	all := append(l.retired[:len(l.retired):len(l.retired)], l.current)
+	all := make([]*session, 0, len(l.retired)+1)
+	all = append(all, l.retired...)
+	all = append(all, l.current)
 	l.retired, l.current = nil, nil
 	now := p.cfg.Clock.Now()
 	for _, s := range all {

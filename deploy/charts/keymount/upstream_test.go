@@ -67,9 +67,11 @@ func perturbedAt(path string, v any) any {
 	case last == "additionalProvidersDirs" && v == nil:
 		return []any{"/perturbed"}
 	case path == "tokenRequests":
-		return append(slices.Clone(v.([]any)), map[string]any{"audience": "perturbed"})
+		l, _ := v.([]any)
+		return append(slices.Clone(l), map[string]any{"audience": "perturbed"})
 	case path == "imagePullSecrets":
-		return append(slices.Clone(v.([]any)), map[string]any{"name": "perturbed"})
+		l, _ := v.([]any)
+		return append(slices.Clone(l), map[string]any{"name": "perturbed"})
 	}
 	return perturbed(v)
 }
