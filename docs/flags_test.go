@@ -26,6 +26,10 @@ var otherTools = map[string]string{
 	"set":              "helm",
 	"overwrite":        "kubectl annotate",
 	"server-side":      "kubectl apply",
+	"all":              "crane/skopeo copy",
+	"platform":         "docker buildx build",
+	"build-arg":        "docker buildx build",
+	"push":             "docker buildx build",
 }
 
 // flagMethods are the flag.FlagSet methods that define a flag, with the
