@@ -4,6 +4,11 @@ module github.com/keymount/keymount/hack/vault
 
 go 1.26.8
 
+// gosnowflake v1.6.24 (a Vault dependency) parses its embedded CA list at
+// init, and one of those certificates has a negative serial number, which Go
+// rejects since 1.23: without this the binary panics at start.
+godebug x509negativeserial=1
+
 require github.com/hashicorp/vault v1.14.2
 
 require (
