@@ -78,7 +78,7 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toks, err := tokens.NewManager(f.cs, tokens.Config{})
+	toks, err := tokens.NewManager(f.cs.CoreV1(), tokens.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,11 +109,11 @@ func startFixture(t *testing.T, cfg syncctl.Config) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pc.Close() })
-	toks, err := tokens.NewManager(f.cs, tokens.Config{})
+	toks, err := tokens.NewManager(f.cs.CoreV1(), tokens.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hashes, err := synchash.NewKeySource(f.cs, controllerNS)
+	hashes, err := synchash.NewKeySource(f.cs.CoreV1(), controllerNS)
 	if err != nil {
 		t.Fatal(err)
 	}

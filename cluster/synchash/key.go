@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 )
 
@@ -28,7 +28,7 @@ const (
 // KeySource loads the controller's hash key, creating it on first use, and
 // caches the Hasher. It is safe for concurrent use.
 type KeySource struct {
-	client    kubernetes.Interface
+	client    corev1client.CoreV1Interface
 	namespace string
 	random    io.Reader
 
@@ -38,7 +38,7 @@ type KeySource struct {
 
 // NewKeySource returns a KeySource for the key Secret in namespace (the
 // controller's own).
-func NewKeySource(client kubernetes.Interface, namespace string) (*KeySource, error) {
+func NewKeySource(client corev1client.CoreV1Interface, namespace string) (*KeySource, error) {
 	if client == nil || namespace == "" {
 		return nil, errors.New("synchash: a Kubernetes client and the controller's namespace are needed for the hash key")
 	}
@@ -68,7 +68,7 @@ func (s *KeySource) Hasher(ctx context.Context) (*Hasher, error) {
 }
 
 func (s *KeySource) load(ctx context.Context) ([]byte, error) {
-	secrets := s.client.CoreV1().Secrets(s.namespace)
+	secrets := s.client.Secrets(s.namespace)
 	got, err := secrets.Get(ctx, KeySecretName, metav1.GetOptions{})
 	if err == nil {
 		return s.keyOf(got)

@@ -46,7 +46,7 @@ func TestKeyCreationRace(t *testing.T) {
 		var wg sync.WaitGroup
 		for i, cs := range []*kubernetes.Clientset{a, b} {
 			wg.Go(func() {
-				s, err := synchash.NewKeySource(cs, ns)
+				s, err := synchash.NewKeySource(cs.CoreV1(), ns)
 				if err == nil {
 					var h *synchash.Hasher
 					if h, err = s.Hasher(ctx); err == nil {

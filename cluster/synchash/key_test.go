@@ -19,7 +19,7 @@ const ns = "keymount-system"
 
 func keySource(t *testing.T, cs *fake.Clientset) *KeySource {
 	t.Helper()
-	s, err := NewKeySource(cs, ns)
+	s, err := NewKeySource(cs.CoreV1(), ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestNewKeySourceArgs(t *testing.T) {
 	if _, err := NewKeySource(nil, ns); err == nil {
 		t.Error("nil client: no error")
 	}
-	if _, err := NewKeySource(fake.NewClientset(), ""); err == nil {
+	if _, err := NewKeySource(fake.NewClientset().CoreV1(), ""); err == nil {
 		t.Error("empty namespace: no error")
 	}
 }

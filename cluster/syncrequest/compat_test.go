@@ -40,7 +40,7 @@ func TestAWSProviderReadsRequest(t *testing.T) {
 		}
 		return true, tr, nil
 	})
-	m, err := tokens.NewManager(cs, tokens.Config{})
+	m, err := tokens.NewManager(cs.CoreV1(), tokens.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ type tokenSet map[string]authenticationv1.TokenRequestStatus
 func newManager(t *testing.T, cs *fake.Clientset, api *tokenAPI, cfg Config) *Manager {
 	t.Helper()
 	cfg.Clock = api.clk
-	m, err := NewManager(cs, cfg)
+	m, err := NewManager(cs.CoreV1(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

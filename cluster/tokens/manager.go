@@ -12,7 +12,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -72,7 +72,7 @@ type slot struct {
 // Manager mints and caches service-account tokens. It is safe for
 // concurrent use.
 type Manager struct {
-	client kubernetes.Interface
+	client corev1client.CoreV1Interface
 	cfg    Config
 	clock  clock.PassiveClock
 	group  singleflight.Group
@@ -83,7 +83,7 @@ type Manager struct {
 }
 
 // NewManager returns a Manager that requests tokens through client.
-func NewManager(client kubernetes.Interface, cfg Config) (*Manager, error) {
+func NewManager(client corev1client.CoreV1Interface, cfg Config) (*Manager, error) {
 	if client == nil {
 		return nil, errors.New("tokens: the Kubernetes client is nil")
 	}
@@ -203,7 +203,7 @@ func (m *Manager) request(ctx context.Context, k key, s *slot) (*authenticationv
 	if k.audience != "" {
 		tr.Spec.Audiences = []string{k.audience}
 	}
-	got, err := m.client.CoreV1().ServiceAccounts(k.namespace).CreateToken(ctx, k.serviceAccount, tr, metav1.CreateOptions{})
+	got, err := m.client.ServiceAccounts(k.namespace).CreateToken(ctx, k.serviceAccount, tr, metav1.CreateOptions{})
 	if err == nil && (got == nil || got.Status.Token == "" || got.Status.ExpirationTimestamp.IsZero()) {
 		err = errors.New("the API server answered without a token or expiration")
 	}

@@ -77,7 +77,7 @@ func TestConfig(t *testing.T) {
 		t.Errorf("request spec %+v, want 3600 s bound to %+v", c.spec, ref)
 	}
 	for _, bad := range []Config{{ExpirationSeconds: 599}, {RenewFraction: 1}, {RenewFraction: -0.1}} {
-		if _, err := NewManager(cs, bad); err == nil {
+		if _, err := NewManager(cs.CoreV1(), bad); err == nil {
 			t.Errorf("NewManager(%+v): no error", bad)
 		}
 	}

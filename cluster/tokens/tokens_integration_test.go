@@ -36,7 +36,7 @@ func TestTokenRequestAgainstAPIServer(t *testing.T) {
 	if _, err := cs.CoreV1().ServiceAccounts(ns.Name).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := tokens.NewManager(cs, tokens.Config{})
+	m, err := tokens.NewManager(cs.CoreV1(), tokens.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -38,11 +38,11 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	core, err := corev1client.NewForConfig(rc)
 	if err != nil {
 		return err
 	}
-	hashes, err := synchash.NewKeySource(cs, cfg.namespace)
+	hashes, err := synchash.NewKeySource(core, cfg.namespace)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func run(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("--provider-volume: %w", err)
 	}
 	defer func() { _ = providers.Close() }()
-	toks, err := tokens.NewManager(cs, tokens.Config{})
+	toks, err := tokens.NewManager(core, tokens.Config{})
 	if err != nil {
 		return err
 	}

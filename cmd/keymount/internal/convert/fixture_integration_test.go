@@ -91,11 +91,11 @@ func startCluster(t *testing.T, endpoint, region string) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pc.Close() })
-	toks, err := tokens.NewManager(cl.cs, tokens.Config{})
+	toks, err := tokens.NewManager(cl.cs.CoreV1(), tokens.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hashes, err := synchash.NewKeySource(cl.cs, controllerNS)
+	hashes, err := synchash.NewKeySource(cl.cs.CoreV1(), controllerNS)
 	if err != nil {
 		t.Fatal(err)
 	}
