@@ -2,6 +2,7 @@ package restart
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -53,10 +54,15 @@ type Options struct {
 	Recorder record.EventRecorder
 	// SecretCache, when set, is the cache the Secret reconciler reads and
 	// watches synced Secrets in, instead of a cache of its own: it must
-	// hold the Secrets labelled SyncLabel with AnnotateSecret applied
-	// under HashKey (keymount-controller shares the SecretSync
-	// reconciler's cache, so each synced Secret is watched and held once).
+	// hold the Secrets labelled SyncLabel, and its transform must call
+	// SecretDigests.Record on each before trimming its data
+	// (keymount-controller shares the SecretSync reconciler's cache, so
+	// each synced Secret is watched and held once).
 	SecretCache cache.Cache
+	// SecretDigests is the table SecretCache's transform records into,
+	// made by NewSecretDigests(HashKey); required with SecretCache,
+	// ignored without it.
+	SecretDigests *SecretDigests
 }
 
 // workloadAccess are the rules both reconcilers need (deploy/components/
@@ -91,7 +97,13 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 			" (chart: restartOnChange.enabled) to turn it on", "refused", refused)
 		return nil
 	}
-	c, err := newCache(mgr, opts.HashKey, opts.SecretCache == nil)
+	digests := opts.SecretDigests
+	if opts.SecretCache == nil {
+		digests = NewSecretDigests(opts.HashKey)
+	} else if digests == nil && len(opts.HashKey) > 0 {
+		return errors.New("restart: Options.SecretCache needs Options.SecretDigests, the table its transform records into")
+	}
+	c, err := newCache(mgr, opts.HashKey, digests, opts.SecretCache == nil)
 	if err != nil {
 		return err
 	}
@@ -121,7 +133,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if secrets == nil {
 		secrets = c
 	}
-	sr := &secretReconciler{secrets: secrets, cache: c, r: r, clk: clock.RealClock{}, seen: map[types.NamespacedName]secretSeen{}}
+	sr := &secretReconciler{secrets: secrets, digests: digests, cache: c, r: r, clk: clock.RealClock{}}
 	return ctrl.NewControllerManagedBy(mgr).Named("restart-secret").WithOptions(copts).
 		WatchesRawSource(source.Kind(secrets, &corev1.Secret{}, &handler.TypedEnqueueRequestForObject[*corev1.Secret]{})).
 		WatchesRawSource(source.Kind(c, &appsv1.Deployment{}, handler.TypedEnqueueRequestsFromMapFunc(consumed[*appsv1.Deployment]))).
@@ -141,9 +153,9 @@ func consumed[T client.Object](_ context.Context, w T) []reconcile.Request {
 }
 
 // newCache returns the reconcilers' own cache, every type trimmed as it
-// enters (trimPodStatus, trimWorkload, secretTrimmer), Secrets (when
-// withSecrets) only with SyncLabel; workloads and Secrets only with a key.
-func newCache(mgr ctrl.Manager, key []byte, withSecrets bool) (cache.Cache, error) {
+// enters (trimPodStatus, trimWorkload, secretTrimmer into digests),
+// Secrets (when withSecrets) only with SyncLabel; workloads and Secrets only with a key.
+func newCache(mgr ctrl.Manager, key []byte, digests *SecretDigests, withSecrets bool) (cache.Cache, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, secretsstorev1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -159,7 +171,7 @@ func newCache(mgr ctrl.Manager, key []byte, withSecrets bool) (cache.Cache, erro
 			return nil, err
 		}
 		if withSecrets {
-			byObject[&corev1.Secret{}] = cache.ByObject{Label: labels.NewSelector().Add(*synced), Transform: secretTrimmer(key)}
+			byObject[&corev1.Secret{}] = cache.ByObject{Label: labels.NewSelector().Add(*synced), Transform: secretTrimmer(digests)}
 		}
 		for _, w := range []client.Object{&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}} {
 			byObject[w] = cache.ByObject{Transform: trimWorkload}

@@ -40,7 +40,7 @@ func startController(t *testing.T, cfg *rest.Config, opts restart.Options) {
 // startControllerSharing starts the controller; with shared, as
 // keymount-controller runs it: synced Secrets read in the manager's cache,
 // configured as the SecretSync reconciler configures it and annotated by
-// restart.AnnotateSecret (Options.SecretCache).
+// restart.SecretDigests.Record (Options.SecretCache, Options.SecretDigests).
 func startControllerSharing(t *testing.T, cfg *rest.Config, opts restart.Options, shared bool) {
 	t.Helper()
 	scheme, err := kube.NewScheme()
@@ -49,8 +49,8 @@ func startControllerSharing(t *testing.T, cfg *rest.Config, opts restart.Options
 	}
 	mopts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
 	if shared {
-		key := opts.HashKey
-		mopts.Cache, err = syncctl.CacheOptions(func(s *corev1.Secret) { restart.AnnotateSecret(key, s, s) })
+		opts.SecretDigests = restart.NewSecretDigests(opts.HashKey)
+		mopts.Cache, err = syncctl.CacheOptions(opts.SecretDigests.Record)
 		if err != nil {
 			t.Fatal(err)
 		}

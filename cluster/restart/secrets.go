@@ -9,20 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/keymount/keymount/rotation"
 )
 
 // SyncLabel marks the Secrets a SecretSync writes (the sync controller's
@@ -32,15 +28,6 @@ const SyncLabel = "secrets-store.sync.x-k8s.io"
 // SecretRolloutPrefix starts the pod-template annotation a change of a
 // consumed Secret sets: keymount.io/rollout-secret-<Secret name>.
 const SecretRolloutPrefix = RolloutAnnotationPrefix + "secret-"
-
-// contentAnnotation carries, on the cache's trimmed copy of a Secret only
-// (never written to the API server), the keyed digest of its content.
-const contentAnnotation = rotation.AnnotationPrefix + "restart-content"
-
-// writtenAnnotation carries, on the cache's trimmed copy of a Secret only,
-// the time of its last write as the API server recorded it (the latest
-// managedFields time, RFC 3339, whole seconds as creationTimestamp).
-const writtenAnnotation = rotation.AnnotationPrefix + "restart-written"
 
 // hashDomain separates this digest from every other use of the key.
 const hashDomain = "keymount restart-on-change secret content v1\x00"
@@ -60,6 +47,16 @@ func SecretAnnotationKey(name string) string {
 // the Deployment, tells nothing about the values offline; deterministic,
 // so every replica with the same key agrees and a change restarts once.
 func SecretAnnotationValue(key []byte, typ corev1.SecretType, data map[string][]byte) string {
+	sum := secretSum(key, typ, data)
+	return hex.EncodeToString(sum[:])
+}
+
+// sumSize is the size of a Secret's digest: the first 16 bytes of the
+// HMAC-SHA256.
+const sumSize = 16
+
+// secretSum is SecretAnnotationValue before its hex encoding.
+func secretSum(key []byte, typ corev1.SecretType, data map[string][]byte) [sumSize]byte {
 	h := hmac.New(sha256.New, key)
 	h.Write([]byte(hashDomain)) // a hash.Hash never fails to write
 	write := func(b []byte) {
@@ -78,42 +75,25 @@ func SecretAnnotationValue(key []byte, typ corev1.SecretType, data map[string][]
 		write([]byte(k))
 		write(data[k])
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	var sum [sumSize]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
 }
 
-// secretTrimmer is the cache transform of synced Secrets: metadata to name
-// them, and in place of the data its keyed digest (contentAnnotation).
-func secretTrimmer(key []byte) func(any) (any, error) {
+// secretTrimmer is the cache transform of synced Secrets when the Secret
+// reconciler keeps its own cache: their digest and write time go to d,
+// the cached copy keeps the metadata that names them.
+func secretTrimmer(d *SecretDigests) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		s, ok := obj.(*corev1.Secret)
 		if !ok {
 			return obj, nil
 		}
-		t := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		d.Record(s)
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 			Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
-		}}
-		AnnotateSecret(key, s, t)
-		return t, nil
+		}}, nil
 	}
-}
-
-// AnnotateSecret sets on dst, a cached copy of the synced Secret src (it may
-// be src itself), the two annotations the Secret reconciler reads in place
-// of the data and the managedFields: the keyed digest of src's content and
-// the time of its last write. For a cache shared with another reader
-// (Options.SecretCache): call it in that cache's transform before the
-// data or the managedFields are trimmed. The annotations exist in the
-// cache only; a cached Secret is never written back.
-func AnnotateSecret(key []byte, src, dst *corev1.Secret) {
-	annotations := dst.Annotations // dst is the cache's own: set in place
-	if annotations == nil {
-		annotations = make(map[string]string, 2)
-	}
-	annotations[contentAnnotation] = SecretAnnotationValue(key, src.Type, src.Data)
-	if w := lastWrite(src); !w.IsZero() {
-		annotations[writtenAnnotation] = w.UTC().Format(time.RFC3339)
-	}
-	dst.Annotations = annotations
 }
 
 // lastWrite is the latest time of s's managedFields: when the API server
@@ -128,49 +108,14 @@ func lastWrite(s *corev1.Secret) time.Time {
 	return last
 }
 
-// secretSeen is what the reconciler remembers of a Secret since it started.
-type secretSeen struct {
-	value string
-	// changedAt is when a change of its content was first seen, zero
-	// while none was.
-	changedAt time.Time
-}
-
 // secretReconciler restarts the opted-in workloads that consume a synced
 // Secret whose content changed.
 type secretReconciler struct {
-	secrets client.Reader // Secrets annotated by AnnotateSecret
+	secrets client.Reader // synced Secrets, whose digests Record put in digests
+	digests *SecretDigests
 	cache   client.Reader // trimmed workloads
 	r       *Restarter
 	clk     clock.PassiveClock
-
-	mu   sync.Mutex
-	seen map[types.NamespacedName]secretSeen
-}
-
-// observe records the Secret's current value and returns what is known of
-// its changes. A change is dated by the write that made it, as the API
-// server recorded it (writtenAnnotation), else by the clock.
-func (s *secretReconciler) observe(key types.NamespacedName, value, written string) secretSeen {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	prev, ok := s.seen[key]
-	if ok && prev.value != value {
-		at, err := time.Parse(time.RFC3339, written)
-		if err != nil {
-			at = s.clk.Now().Truncate(time.Second)
-		}
-		prev.changedAt = at
-	}
-	prev.value = value
-	s.seen[key] = prev
-	return prev
-}
-
-func (s *secretReconciler) forget(key types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.seen, key)
 }
 
 // Reconcile makes every opted-in workload that consumes the Secret carry
@@ -183,20 +128,22 @@ func (s *secretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	sec := &corev1.Secret{}
 	if err := s.secrets.Get(ctx, req.NamespacedName, sec); err != nil {
 		if apierrors.IsNotFound(err) {
-			s.forget(req.NamespacedName)
+			s.digests.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
-	value := sec.Annotations[contentAnnotation]
-	seen := s.observe(req.NamespacedName, value, sec.Annotations[writtenAnnotation])
+	value, changedAt, ok := s.digests.observe(req.NamespacedName, s.clk)
+	if !ok {
+		return ctrl.Result{}, fmt.Errorf("Secret %s is cached but its digest was never recorded: the cache's transform must call SecretDigests.Record", req.NamespacedName)
+	}
 	consumers, err := s.consumers(ctx, req.Namespace, req.Name)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	var errs []error
 	for _, w := range consumers {
-		res, err := s.r.restartForSecret(ctx, w, req.Name, value, seen.changedAt)
+		res, err := s.r.restartForSecret(ctx, w, req.Name, value, changedAt)
 		switch {
 		case err != nil:
 			errs = append(errs, err)

@@ -47,7 +47,11 @@ func run(ctx context.Context, cfg *config) error {
 		return err
 	}
 	restartKey := restartHashKey(ctx, hashes)
-	mgr, err := newManager(cfg, rc, restartKey)
+	var digests *restart.SecretDigests
+	if len(restartKey) > 0 {
+		digests = restart.NewSecretDigests(restartKey)
+	}
+	mgr, err := newManager(cfg, rc, digests)
 	if err != nil {
 		return err
 	}
@@ -77,8 +81,8 @@ func run(ctx context.Context, cfg *config) error {
 		return err
 	}
 	// Secret restarts read the synced Secrets in the reconciler's cache,
-	// annotated for them as they enter it (newManager).
-	if err := restart.SetupWithManager(mgr, restart.Options{HashKey: restartKey, SecretCache: mgr.GetCache()}); err != nil {
+	// their digests recorded as they enter it (newManager).
+	if err := restart.SetupWithManager(mgr, restart.Options{HashKey: restartKey, SecretCache: mgr.GetCache(), SecretDigests: digests}); err != nil {
 		return err
 	}
 	if cfg.enableFanout {
@@ -190,7 +194,7 @@ func restConfig(cfg *config) (*rest.Config, error) {
 // health probes, metrics, and a cache of SecretSyncs, classes and only the
 // Secrets carrying the SecretSync label, so memory does not grow with the
 // cluster's other Secrets.
-func newManager(cfg *config, rc *rest.Config, restartKey []byte) (ctrl.Manager, error) {
+func newManager(cfg *config, rc *rest.Config, digests *restart.SecretDigests) (ctrl.Manager, error) {
 	scheme, err := kube.NewScheme()
 	if err != nil {
 		return nil, err
@@ -199,8 +203,8 @@ func newManager(cfg *config, rc *rest.Config, restartKey []byte) (ctrl.Manager, 
 		return nil, err
 	}
 	var annotate func(*corev1.Secret)
-	if len(restartKey) > 0 {
-		annotate = func(s *corev1.Secret) { restart.AnnotateSecret(restartKey, s, s) }
+	if digests != nil {
+		annotate = digests.Record
 	}
 	cacheOpts, err := syncctl.CacheOptions(annotate)
 	if err != nil {
