@@ -135,13 +135,19 @@ func (c *controllerProc) writeHeapProfile(b *testing.B, path string) {
 	b.Logf("heap profile of the controller: %s (go tool pprof %s)", path, path)
 }
 
+// scrapeClient scrapes every controller's metrics: one client, so each
+// scrape reuses a kept-alive connection. A client per scrape left one idle
+// connection (a goroutine and 8 KiB of buffers on the controller's side)
+// per scrape open until the end, counted in the controller's memory.
+var scrapeClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
+
 // syncs scrapes the controller's sync counter.
 func (c *controllerProc) syncs(ctx context.Context) (syncCounts, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.metricsURL, http.NoBody)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}).Do(req)
+	resp, err := scrapeClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
