@@ -77,3 +77,22 @@ func TestFlagEnableFanout(t *testing.T) {
 		t.Fatalf("--enable-fanout: %v", err)
 	}
 }
+
+// TestMemProfileRate: no heap sampling while no profile can be read; the
+// runtime's rate with the pprof endpoints on or GODEBUG's memprofilerate.
+func TestMemProfileRate(t *testing.T) {
+	for _, c := range []struct {
+		addr, godebug string
+		want          int
+	}{
+		{"", "", 0},
+		{"0", "", 0},
+		{"0", "x509negativeserial=1", 0},
+		{"127.0.0.1:6060", "", 512 * 1024},
+		{"", "memprofilerate=4096", 512 * 1024},
+	} {
+		if got := memProfileRate(c.addr, c.godebug, 512*1024); got != c.want {
+			t.Errorf("memProfileRate(%q, %q) = %d, want %d", c.addr, c.godebug, got, c.want)
+		}
+	}
+}
