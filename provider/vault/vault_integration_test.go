@@ -24,6 +24,7 @@ import (
 func TestVault(t *testing.T) {
 	r := newRig(t)
 	t.Run("Parameters", r.testParameters)
+	t.Run("ProviderDefaults", r.testProviderDefaults)
 	t.Run("KVv2UnchangedIsOneMetadataRead", r.testKVv2Unchanged)
 	t.Run("PKIIssuedOncePerVolume", r.testPKI)
 	t.Run("OneLoginForThreePods", r.testOneLogin)

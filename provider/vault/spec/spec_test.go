@@ -90,6 +90,37 @@ func TestParseDefaultsAndPrecedence(t *testing.T) {
 	}
 }
 
+// TestParseProviderDefaults: the provider's flags (-vault-mount,
+// -vault-namespace, -vault-tls-*) fill what a class does not set; what it
+// sets wins, field by field, vaultSkipTLSVerify "false" included.
+func TestParseProviderDefaults(t *testing.T) {
+	d := Defaults{AuthMount: "jwt", VaultNamespace: "ns-flag", TLS: TLS{CACert: "/flag/ca.pem", CADir: "/flag/cas",
+		ServerName: "flag.vault", ClientCert: "/flag/c.pem", ClientKey: "/flag/c.key", SkipVerify: true}}
+	s, err := d.Parse(attrs(nil), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.AuthMount != "jwt" || s.VaultNamespace != "ns-flag" || s.TLS != d.TLS {
+		t.Errorf("a class without the parameters: auth mount %q namespace %q TLS %+v, want the defaults %+v", s.AuthMount, s.VaultNamespace, s.TLS, d)
+	}
+	s, err = d.Parse(attrs(map[string]string{KeyKubeMount: "k8s", KeyNamespace: "ns-class", KeyCACert: "/class/ca.pem",
+		KeyTLSServerName: "class.vault", KeyClientCert: "/class/c.pem", KeyClientKey: "/class/c.key", KeySkipVerify: "false"}), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := TLS{CACert: "/class/ca.pem", CADir: "/flag/cas", ServerName: "class.vault", ClientCert: "/class/c.pem", ClientKey: "/class/c.key"}
+	if s.AuthMount != "k8s" || s.VaultNamespace != "ns-class" || s.TLS != want {
+		t.Errorf("a class with the parameters: auth mount %q namespace %q TLS %+v, want k8s, ns-class, %+v", s.AuthMount, s.VaultNamespace, s.TLS, want)
+	}
+	if _, err := (Defaults{TLS: TLS{ClientKey: "/flag/c.key"}}).Parse(attrs(map[string]string{KeyClientCert: "/class/c.pem"}), 0o644); err != nil {
+		t.Errorf("class certificate with the provider's key: %v, want them paired", err)
+	}
+	_, err = (Defaults{TLS: TLS{ClientCert: "/flag/c.pem"}}).Parse(attrs(nil), 0o644)
+	if err == nil || !strings.Contains(err.Error(), "-vault-tls-client-key") {
+		t.Errorf("the provider's certificate without a key: %v, want an error naming -vault-tls-client-key", err)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
