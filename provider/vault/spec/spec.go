@@ -28,6 +28,11 @@ const (
 	// workload (class, namespace and service account) instead of once per
 	// volume, so a Deployment's replicas share one credential.
 	KeyShare = "shareAcrossReplicas"
+	// KeyRevoke (keymount's): "true" revokes a volume's leases (its
+	// workload's, with shareAcrossReplicas) once the provider learns the
+	// volume is unpublished, instead of letting them run to their end. The
+	// role's policy must grant update on sys/leases/revoke.
+	KeyRevoke = "revokeOnUnpublish"
 )
 
 // Volume context keys the driver adds.
@@ -64,6 +69,8 @@ type Spec struct {
 	Objects        []Object
 	// Share is shareAcrossReplicas.
 	Share bool
+	// Revoke is revokeOnUnpublish.
+	Revoke bool
 
 	Namespace, ServiceAccount, PodName, PodUID, Class string
 	// Token is the service account token of Audience (the driver's
@@ -123,6 +130,9 @@ func (d Defaults) Parse(attrs map[string]string, perm os.FileMode) (*Spec, error
 		}
 	}
 	if s.Share, err = parseBool(attrs, KeyShare); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Revoke, err = parseBool(attrs, KeyRevoke); err != nil {
 		errs = append(errs, err)
 	}
 	if (s.TLS.ClientCert == "") != (s.TLS.ClientKey == "") {

@@ -47,7 +47,7 @@ func TestParse(t *testing.T) {
 	s, err := Parse(attrs(map[string]string{
 		KeyAddress: "https://vault.example:8200/", KeyNamespace: "team-a", KeyKubeMount: "k8s",
 		KeyCACert: "/ca.pem", KeyCADir: "/cas", KeyTLSServerName: "vault", KeyClientCert: "/c.pem", KeyClientKey: "/c.key",
-		KeySkipVerify: "true", KeyShare: "true",
+		KeySkipVerify: "true", KeyShare: "true", KeyRevoke: "true",
 	}), 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestParse(t *testing.T) {
 	want := &Spec{
 		Address: "https://vault.example:8200", Role: "app", AuthMount: "k8s", VaultNamespace: "team-a",
 		TLS:      TLS{CACert: "/ca.pem", CADir: "/cas", ServerName: "vault", ClientCert: "/c.pem", ClientKey: "/c.key", SkipVerify: true},
-		Audience: DefaultAudience, Share: true, Namespace: "ns", ServiceAccount: "sa", PodName: "pod", PodUID: "uid", Class: "spc",
+		Audience: DefaultAudience, Share: true, Revoke: true, Namespace: "ns", ServiceAccount: "sa", PodName: "pod", PodUID: "uid", Class: "spc",
 		Token: "tok-vault", Permission: 0o644,
 		Objects: []Object{
 			{Name: "db-password", Path: "secret/data/db", Key: "password", Method: MethodGet, Encoding: EncodingUTF8},
@@ -141,6 +141,7 @@ func TestParseErrors(t *testing.T) {
 		{"mode", map[string]string{KeyObjects: "- {objectName: a, secretPath: a, filePermission: 01777}"}, "more than 0777"},
 		{"mode string", map[string]string{KeyObjects: `- {objectName: a, secretPath: a, filePermission: "rw"}`}, "not an octal file mode"},
 		{"tokens", map[string]string{KeyTokens: "{not json tok-secret"}, "contents not shown"},
+		{"revoke", map[string]string{KeyRevoke: "at once"}, `revokeOnUnpublish "at once"`},
 		{"share without class", map[string]string{KeyShare: "true", KeyClass: "-"}, "shareAcrossReplicas needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
