@@ -191,13 +191,17 @@ func (f *fixture) gone(t *testing.T, ns, name string) {
 func (f *fixture) status(t *testing.T, ns, name string, want mirrorsv1alpha2.MirrorStatus, msg string) *mirrorsv1alpha2.SecretMirror {
 	t.Helper()
 	m := &mirrorsv1alpha2.SecretMirror{}
-	until(t, "SecretMirror "+ns+"/"+name+" "+string(want)+" "+msg, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
 		if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m); err != nil {
 			return false, err
 		}
 		return m.Status.MirrorStatus == want && m.Status.ObservedGeneration == m.Generation &&
 			strings.Contains(m.Status.Message, msg), nil
 	})
+	if err != nil {
+		t.Fatalf("waiting for SecretMirror %s/%s %s %q: %v; last seen: %s %q (observedGeneration %d of %d)",
+			ns, name, want, msg, err, m.Status.MirrorStatus, m.Status.Message, m.Status.ObservedGeneration, m.Generation)
+	}
 	return m
 }
 

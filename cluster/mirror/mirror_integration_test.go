@@ -204,11 +204,11 @@ func (f *fixture) testNoLongerMatching(t *testing.T) {
 	f.source(t, "nlm-src", "s", "v")
 	m := f.mirror(t, "nlm-src", "s", "s", "", "^nlm-a$")
 	f.copyHolds(t, "nlm-a", "s", "v")
-	if err := f.c.Get(t.Context(), client.ObjectKeyFromObject(m), m); err != nil {
-		t.Fatal(err)
-	}
+	// A merge patch, as kubectl patch sends: an Update of the object read
+	// here may race the controller's status write (a conflict).
+	patch := client.MergeFrom(m.DeepCopy())
 	m.Spec.Destination.Namespaces = []string{"^nlm-b$"}
-	if err := f.c.Update(t.Context(), m); err != nil {
+	if err := f.c.Patch(t.Context(), m, patch); err != nil {
 		t.Fatal(err)
 	}
 	f.copyHolds(t, "nlm-b", "s", "v")

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	"github.com/keymount/keymount/internal/vaultmsg"
 )
 
 // vaultReader reads the KV secrets of SecretMirrors with a Vault source.
@@ -263,7 +264,7 @@ func vaultError(op, apiPath, role string, err error) error {
 type refusal struct{ re *vaultapi.ResponseError }
 
 func (r refusal) Error() string {
-	return fmt.Sprintf("Vault answered %d: %s", r.re.StatusCode, strings.Join(r.re.Errors, "; "))
+	return fmt.Sprintf("Vault answered %d: %s", r.re.StatusCode, vaultmsg.Join(r.re.Errors))
 }
 
 func (r refusal) Unwrap() error { return r.re }

@@ -102,8 +102,13 @@ func testVaultAppRoleToken(t *testing.T, f *fixture, v *vaultenv.Vault) {
 		t.Fatalf("role-id: %v", err)
 	}
 	secretID := v.Write(t, "auth/approle/role/mirror/secret-id", map[string]any{})
+	rid, ok1 := roleID.Data["role_id"].(string)
+	sid, ok2 := secretID.Data["secret_id"].(string)
+	if !ok1 || !ok2 {
+		t.Fatalf("AppRole answers without role_id or secret_id strings: %T, %T", roleID.Data["role_id"], secretID.Data["secret_id"])
+	}
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "va-src", Name: "vault-approle"},
-		StringData: map[string]string{"role-id": roleID.Data["role_id"].(string), "secret-id": secretID.Data["secret_id"].(string)}}
+		StringData: map[string]string{"role-id": rid, "secret-id": sid}}
 	tok, err := v.Client.Auth().Token().CreateWithContext(t.Context(), &vaultapi.TokenCreateRequest{Policies: []string{"mirror-read"}, TTL: "1h"})
 	if err != nil {
 		t.Fatal(err)

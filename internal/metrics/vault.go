@@ -20,7 +20,7 @@ type Vault struct {
 }
 
 // VaultOperations are the operations the Vault provider counts.
-var VaultOperations = []string{"login", "renew-self", "revoke-self", "GET", "PUT", "POST", "metadata", "renew"}
+var VaultOperations = []string{"login", "renew-self", "revoke-self", "GET", "PUT", "POST", "metadata", "renew", "revoke"}
 
 // NewVault returns the Vault provider's metrics on a registry of their own,
 // with the Go and process collectors.
@@ -29,7 +29,7 @@ func NewVault() *Vault {
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), panics.Collector())
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "keymount_vault_requests_total",
-		Help: "Requests the provider sent to Vault, by operation: login, renew-self, revoke-self, GET/PUT/POST (an object's request), metadata (a KV v2 version check), renew (a lease).",
+		Help: "Requests the provider sent to Vault, by operation: login, renew-self, revoke-self, GET/PUT/POST (an object's request), metadata (a KV v2 version check), renew (a lease), revoke (a lease of an unpublished volume, revokeOnUnpublish).",
 	}, []string{"operation"})
 	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "keymount_vault_request_failures_total",

@@ -25,6 +25,25 @@ func clientKey(addr, ns string, t spec.TLS) string {
 	return fmt.Sprintf("%s|%s|%+v", addr, ns, t)
 }
 
+// clientConfig is the configuration of addr's clients. The bound on a
+// request is the HTTP client's, which covers reading the answer: the
+// client's own Timeout would not do, as Logical().WriteRaw cancels the
+// context of that timeout when it returns, before its caller reads the
+// body (an issued certificate then failed with "context canceled").
+func clientConfig(addr string, t spec.TLS) (*vaultapi.Config, error) {
+	cfg := vaultapi.DefaultConfig()
+	cfg.Address = addr
+	cfg.Timeout = 0
+	cfg.MaxRetries = 1
+	if err := cfg.ConfigureTLS(&vaultapi.TLSConfig{CACert: t.CACert, CAPath: t.CADir, TLSServerName: t.ServerName,
+		ClientCert: t.ClientCert, ClientKey: t.ClientKey, Insecure: t.SkipVerify}); err != nil {
+		return nil, server.Mark(fmt.Errorf("vault TLS of %s (the class's %s, %s, %s, %s or the provider's -vault-tls-* flags): %w",
+			addr, spec.KeyCACert, spec.KeyCADir, spec.KeyClientCert, spec.KeyClientKey, err), server.ErrFailedPrecondition)
+	}
+	cfg.HttpClient.Timeout = requestTimeout
+	return cfg, nil
+}
+
 // get returns the base client (no token) of addr, Vault namespace ns and t.
 func (c *clients) get(addr, ns string, t spec.TLS) (*vaultapi.Client, error) {
 	key := clientKey(addr, ns, t)
@@ -33,14 +52,9 @@ func (c *clients) get(addr, ns string, t spec.TLS) (*vaultapi.Client, error) {
 	if cl, ok := c.m[key]; ok {
 		return cl, nil
 	}
-	cfg := vaultapi.DefaultConfig()
-	cfg.Address = addr
-	cfg.Timeout = requestTimeout
-	cfg.MaxRetries = 1
-	if err := cfg.ConfigureTLS(&vaultapi.TLSConfig{CACert: t.CACert, CAPath: t.CADir, TLSServerName: t.ServerName,
-		ClientCert: t.ClientCert, ClientKey: t.ClientKey, Insecure: t.SkipVerify}); err != nil {
-		return nil, server.Mark(fmt.Errorf("vault TLS of %s (%s, %s, %s, %s): %w", addr, spec.KeyCACert, spec.KeyCADir,
-			spec.KeyClientCert, spec.KeyClientKey, err), server.ErrFailedPrecondition)
+	cfg, err := clientConfig(addr, t)
+	if err != nil {
+		return nil, err
 	}
 	cl, err := vaultapi.NewClient(cfg)
 	if err != nil {

@@ -15,7 +15,10 @@
 //     parameter shareAcrossReplicas, renewed at 2/3 of its TTL when
 //     renewable, and issued again only before it (or the login it was issued
 //     under, which takes it along when it ends) can no longer be renewed,
-//     with Config.ReissueMargin to spare.
+//     with Config.ReissueMargin to spare. With the class parameter
+//     revokeOnUnpublish, a lease no volume holds any more is revoked
+//     (sys/leases/revoke) by the next Maintain instead of running to its
+//     end.
 //   - KV versions. A KV v2 object's version is its KV version: a refresh of
 //     an unchanged secret reads its metadata only.
 //

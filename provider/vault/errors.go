@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	vaultapi "github.com/hashicorp/vault/api"
 
+	"github.com/keymount/keymount/internal/vaultmsg"
 	"github.com/keymount/keymount/provider/server"
 )
 
@@ -19,7 +19,7 @@ func vaultError(op, path, role string, err error) error {
 	msg := err.Error()
 	var re *vaultapi.ResponseError
 	if errors.As(err, &re) {
-		msg = fmt.Sprintf("HTTP %d: %s", re.StatusCode, strings.Join(re.Errors, "; "))
+		msg = fmt.Sprintf("HTTP %d: %s", re.StatusCode, vaultmsg.Join(re.Errors))
 		switch re.StatusCode {
 		case http.StatusForbidden:
 			kind = server.ErrPermissionDenied
@@ -37,7 +37,7 @@ func vaultError(op, path, role string, err error) error {
 func loginError(path, role string, err error) error {
 	var re *vaultapi.ResponseError
 	if errors.As(err, &re) && re.StatusCode == http.StatusBadRequest {
-		return server.Mark(fmt.Errorf("vault login %s (role %q): HTTP 400: %s", path, role, strings.Join(re.Errors, "; ")), server.ErrPermissionDenied)
+		return server.Mark(fmt.Errorf("vault login %s (role %q): HTTP 400: %s", path, role, vaultmsg.Join(re.Errors)), server.ErrPermissionDenied)
 	}
 	return vaultError("login", path, role, err)
 }

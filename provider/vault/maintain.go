@@ -51,7 +51,7 @@ func (p *Provider) Maintain(ctx context.Context) {
 		delete(p.logins, k)
 		gone = append(gone, l)
 	}
-	var renew []*slot
+	var renew, unheld []*slot
 	for k, sl := range p.slots {
 		switch {
 		case !usedLogins[sl.loginKey]:
@@ -59,13 +59,17 @@ func (p *Provider) Maintain(ctx context.Context) {
 		case usedSlots[k]:
 			renew = append(renew, sl)
 		case !isValueKey(k):
-			delete(p.slots, k) // a lease no volume holds: it ends with its TTL
+			delete(p.slots, k) // a lease no volume holds
+			unheld = append(unheld, sl)
 		}
 	}
 	p.mu.Unlock()
 
 	for _, l := range gone {
 		p.revoke(ctx, l)
+	}
+	for _, sl := range unheld {
+		p.revokeUnheld(ctx, sl, now)
 	}
 	for _, l := range live {
 		p.renewDue(ctx, l)
@@ -82,6 +86,24 @@ func (p *Provider) renewDueLease(ctx context.Context, sl *slot, now time.Time) {
 	defer sl.mu.Unlock()
 	if sl.leased && sl.renewable && !now.Before(sl.renewAt) && now.Before(sl.expires) && !sl.session.revoked {
 		p.renewLease(ctx, sl, "", "sys/leases/renew")
+	}
+}
+
+// revokeUnheld revokes the lease of a slot no volume holds any more when
+// its class asks for it (revokeOnUnpublish); any other lease ends with its
+// TTL.
+func (p *Provider) revokeUnheld(ctx context.Context, sl *slot, now time.Time) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if !sl.revokeGone || !sl.leased || sl.ans.LeaseID == "" || sl.session.revoked || !now.Before(sl.expires) {
+		return
+	}
+	sl.leased = false
+	p.obs.request("revoke")
+	if err := sl.session.client.Sys().RevokeWithContext(ctx, sl.ans.LeaseID); err != nil {
+		p.obs.failure("revoke")
+		klog.InfoS("revoking the lease of an unpublished volume failed; it ends with its TTL (does the role's policy grant update on sys/leases/revoke?)",
+			"err", vaultError("revoke", "sys/leases/revoke", sl.role, err))
 	}
 }
 

@@ -29,6 +29,7 @@ func (p *Provider) object(ctx context.Context, s *spec.Spec, loginKey string, se
 	lsl := p.slot(leaseKey, loginKey)
 	lsl.mu.Lock()
 	defer lsl.mu.Unlock()
+	lsl.revokeGone, lsl.role = s.Revoke, s.Role
 	if lsl.leased {
 		if p.leaseUsable(ctx, lsl, s.Role, o) {
 			f, err := fileOf(lsl, o)

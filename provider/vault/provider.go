@@ -32,6 +32,9 @@ type Config struct {
 	// Address is Vault's address for classes without vaultAddress
 	// (vault-csi-provider's -vault-addr).
 	Address string
+	// Defaults fill the parameters a class does not set
+	// (vault-csi-provider's -vault-mount, -vault-namespace, -vault-tls-*).
+	Defaults spec.Defaults
 	// ReissueMargin: a lease (or the login it was issued with) that cannot
 	// be renewed past its end is issued again this long before it ends, or
 	// a third of its TTL before when that is sooner.
@@ -102,7 +105,7 @@ func (p *Provider) margin(ttl time.Duration) time.Duration {
 // Mount proves the pod's identity with its token, logs in (or reuses the
 // identity's login) and serves every object.
 func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server.MountResult, error) {
-	s, err := spec.Parse(req.Attributes, req.Permission)
+	s, err := p.cfg.Defaults.Parse(req.Attributes, req.Permission)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
 	}

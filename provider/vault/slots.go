@@ -53,6 +53,10 @@ type slot struct {
 	renewAt   time.Time
 	hardEnd   time.Time // zero: renewable, max not known yet
 	renewable bool
+	// revokeGone: revoke the lease once no volume holds it
+	// (revokeOnUnpublish); role names the login in errors.
+	revokeGone bool
+	role       string
 }
 
 // objectKey names a request: method, path and arguments.

@@ -74,8 +74,11 @@ func (r *rig) testErrorCodes(t *testing.T) {
 			codes.NotFound, []string{"secret/data/nothing-here", `role "app"`, "HTTP 404"}},
 		{"missing key", params("app", "- {objectName: k, secretPath: kv1/params, secretKey: nope}"),
 			codes.NotFound, []string{`secretKey "nope"`, "kv1/params"}},
-		{"not allowed", params("app", "- {objectName: k, secretPath: cubbyhole/x, secretKey: k}"),
-			codes.PermissionDenied, []string{"cubbyhole/x", "permission denied"}},
+		// The app policy grants secret/data/* and secret/metadata/*, not the
+		// KV engine's configuration. (Not cubbyhole/: Vault's default
+		// policy, which Kubernetes auth roles carry, grants it.)
+		{"not allowed", params("app", "- {objectName: k, secretPath: secret/config, secretKey: k}"),
+			codes.PermissionDenied, []string{"secret/config", `role "app"`, "HTTP 403", "permission denied"}},
 		{"unknown role", params("nobody", "- {objectName: k, secretPath: kv1/params}"),
 			codes.PermissionDenied, []string{"auth/kubernetes/login", `role "nobody"`, "HTTP 400"}},
 		{"unreachable", params("app", "- {objectName: k, secretPath: kv1/params}", "vaultAddress", "http://127.0.0.1:1"),

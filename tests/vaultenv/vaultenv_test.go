@@ -57,38 +57,43 @@ func TestVault(t *testing.T) {
 			t.Errorf("renewing the AWS lease: %v", err)
 		}
 	})
-	t.Run("Logins", func(t *testing.T) {
-		token := serviceAccountToken(t, env, "app", "reader", "vault")
-		v.Policy(t, "read-app", `path "secret/data/app" { capabilities = ["read"] }`)
-		v.KubernetesRole(t, vaultenv.Role{Name: "reader", Namespace: "app", ServiceAccount: "reader", Policies: []string{"read-app"}})
-		for _, mount := range []string{vaultenv.KubernetesMount, vaultenv.JWTMount} {
-			s := v.Write(t, "auth/"+mount+"/login", map[string]any{"role": "reader", "jwt": token})
-			if s.Auth == nil || s.Auth.ClientToken == "" || !s.Auth.Renewable {
-				t.Fatalf("%s login: %+v, want a renewable token", mount, s.Auth)
-			}
-			c, err := v.Client.Clone()
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.SetToken(s.Auth.ClientToken)
-			if _, err := c.Logical().ReadWithContext(t.Context(), "secret/data/app"); err != nil {
-				t.Errorf("%s login's token cannot read secret/data/app: %v", mount, err)
-			}
-			if _, err := c.Logical().ReadWithContext(t.Context(), "kv1/app"); err == nil {
-				t.Errorf("%s login's token reads kv1/app, which its policy does not grant", mount)
-			}
+	t.Run("Logins", func(t *testing.T) { testLogins(t, env, v) })
+}
+
+// testLogins: Kubernetes and JWT logins with a TokenRequest token of the
+// role's audience succeed (renewable, with the role's policy only); a token
+// of another audience does not; the audit log counts each once.
+func testLogins(t *testing.T, env *k8senv.Env, v *vaultenv.Vault) {
+	token := serviceAccountToken(t, env, "app", "reader", "vault")
+	v.Policy(t, "read-app", `path "secret/data/app" { capabilities = ["read"] }`)
+	v.KubernetesRole(t, vaultenv.Role{Name: "reader", Namespace: "app", ServiceAccount: "reader", Policies: []string{"read-app"}})
+	for _, mount := range []string{vaultenv.KubernetesMount, vaultenv.JWTMount} {
+		s := v.Write(t, "auth/"+mount+"/login", map[string]any{"role": "reader", "jwt": token})
+		if s.Auth == nil || s.Auth.ClientToken == "" || !s.Auth.Renewable {
+			t.Fatalf("%s login: %+v, want a renewable token", mount, s.Auth)
 		}
-		wrong := serviceAccountToken(t, env, "app", "reader", "other")
-		if _, err := v.Client.Logical().WriteWithContext(t.Context(), "auth/kubernetes/login", map[string]any{"role": "reader", "jwt": wrong}); err == nil {
-			t.Error("a token of another audience logged in")
+		c, err := v.Client.Clone()
+		if err != nil {
+			t.Fatal(err)
 		}
-		audit := v.Audit(t)
-		for _, mount := range []string{vaultenv.KubernetesMount, vaultenv.JWTMount} {
-			if n := audit.Count("update", "auth/"+mount+"/login"); n != 1 {
-				t.Errorf("audit log: %d successful %s logins, want 1", n, mount)
-			}
+		c.SetToken(s.Auth.ClientToken)
+		if _, err := c.Logical().ReadWithContext(t.Context(), "secret/data/app"); err != nil {
+			t.Errorf("%s login's token cannot read secret/data/app: %v", mount, err)
 		}
-	})
+		if _, err := c.Logical().ReadWithContext(t.Context(), "kv1/app"); err == nil {
+			t.Errorf("%s login's token reads kv1/app, which its policy does not grant", mount)
+		}
+	}
+	wrong := serviceAccountToken(t, env, "app", "reader", "other")
+	if _, err := v.Client.Logical().WriteWithContext(t.Context(), "auth/kubernetes/login", map[string]any{"role": "reader", "jwt": wrong}); err == nil {
+		t.Error("a token of another audience logged in")
+	}
+	audit := v.Audit(t)
+	for _, mount := range []string{vaultenv.KubernetesMount, vaultenv.JWTMount} {
+		if n := audit.Count("update", "auth/"+mount+"/login"); n != 1 {
+			t.Errorf("audit log: %d successful %s logins, want 1", n, mount)
+		}
+	}
 }
 
 func read(t *testing.T, c *vaultapi.Client, path string) *vaultapi.Secret {

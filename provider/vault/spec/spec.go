@@ -28,6 +28,11 @@ const (
 	// workload (class, namespace and service account) instead of once per
 	// volume, so a Deployment's replicas share one credential.
 	KeyShare = "shareAcrossReplicas"
+	// KeyRevoke (keymount's): "true" revokes a volume's leases (its
+	// workload's, with shareAcrossReplicas) once the provider learns the
+	// volume is unpublished, instead of letting them run to their end. The
+	// role's policy must grant update on sys/leases/revoke.
+	KeyRevoke = "revokeOnUnpublish"
 )
 
 // Volume context keys the driver adds.
@@ -64,6 +69,8 @@ type Spec struct {
 	Objects        []Object
 	// Share is shareAcrossReplicas.
 	Share bool
+	// Revoke is revokeOnUnpublish.
+	Revoke bool
 
 	Namespace, ServiceAccount, PodName, PodUID, Class string
 	// Token is the service account token of Audience (the driver's
@@ -79,17 +86,35 @@ func (s *Spec) String() string {
 		s.Address, s.Role, s.AuthMount, s.Namespace, s.PodName, len(s.Objects))
 }
 
-// Parse reads the attributes of a mount request.
+// Defaults are the provider's defaults (vault-csi-provider's flags
+// -vault-mount, -vault-namespace and -vault-tls-*) of the parameters a
+// class does not set: a class's parameter, when set, wins field by field.
+type Defaults struct {
+	AuthMount      string
+	VaultNamespace string
+	TLS            TLS
+}
+
+// Parse reads the attributes of a mount request, with no defaults but
+// vault-csi-provider's own.
 func Parse(attrs map[string]string, perm os.FileMode) (*Spec, error) {
+	return Defaults{}.Parse(attrs, perm)
+}
+
+// Parse reads the attributes of a mount request; d fills the parameters
+// the class does not set.
+func (d Defaults) Parse(attrs map[string]string, perm os.FileMode) (*Spec, error) {
 	s := &Spec{
-		Address: strings.TrimRight(attrs[KeyAddress], "/"), Role: attrs[KeyRole], VaultNamespace: attrs[KeyNamespace],
-		Audience: attrs[KeyAudience], Namespace: attrs[KeyPodNamespace], ServiceAccount: attrs[KeyServiceAccount],
+		Address: strings.TrimRight(attrs[KeyAddress], "/"), Role: attrs[KeyRole],
+		VaultNamespace: firstOf(attrs[KeyNamespace], d.VaultNamespace),
+		Audience:       attrs[KeyAudience], Namespace: attrs[KeyPodNamespace], ServiceAccount: attrs[KeyServiceAccount],
 		PodName: attrs[KeyPodName], PodUID: attrs[KeyPodUID], Class: attrs[KeyClass], Permission: perm,
-		TLS: TLS{CACert: attrs[KeyCACert], CADir: attrs[KeyCADir], ServerName: attrs[KeyTLSServerName],
-			ClientCert: attrs[KeyClientCert], ClientKey: attrs[KeyClientKey]},
+		TLS: TLS{CACert: firstOf(attrs[KeyCACert], d.TLS.CACert), CADir: firstOf(attrs[KeyCADir], d.TLS.CADir),
+			ServerName: firstOf(attrs[KeyTLSServerName], d.TLS.ServerName),
+			ClientCert: firstOf(attrs[KeyClientCert], d.TLS.ClientCert), ClientKey: firstOf(attrs[KeyClientKey], d.TLS.ClientKey)},
 	}
 	var errs []error
-	s.AuthMount = strings.Trim(firstOf(attrs[KeyAuthMount], attrs[KeyKubeMount], DefaultAuthMount), "/")
+	s.AuthMount = strings.Trim(firstOf(attrs[KeyAuthMount], attrs[KeyKubeMount], d.AuthMount, DefaultAuthMount), "/")
 	s.AuthMount = strings.TrimPrefix(s.AuthMount, "auth/")
 	if s.Audience == "" {
 		s.Audience = DefaultAudience
@@ -98,14 +123,21 @@ func Parse(attrs map[string]string, perm os.FileMode) (*Spec, error) {
 		errs = append(errs, fmt.Errorf("%s is empty: set the Vault role of the %s auth method to log in with", KeyRole, s.AuthMount))
 	}
 	var err error
-	if s.TLS.SkipVerify, err = parseBool(attrs, KeySkipVerify); err != nil {
-		errs = append(errs, err)
+	s.TLS.SkipVerify = d.TLS.SkipVerify
+	if v := attrs[KeySkipVerify]; v != "" {
+		if s.TLS.SkipVerify, err = parseBool(attrs, KeySkipVerify); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if s.Share, err = parseBool(attrs, KeyShare); err != nil {
 		errs = append(errs, err)
 	}
+	if s.Revoke, err = parseBool(attrs, KeyRevoke); err != nil {
+		errs = append(errs, err)
+	}
 	if (s.TLS.ClientCert == "") != (s.TLS.ClientKey == "") {
-		errs = append(errs, fmt.Errorf("set both %s and %s, or neither", KeyClientCert, KeyClientKey))
+		errs = append(errs, fmt.Errorf("set both %s and %s (or the provider's -vault-tls-client-cert and -vault-tls-client-key), or neither",
+			KeyClientCert, KeyClientKey))
 	}
 	if s.Objects, err = ParseObjects(attrs[KeyObjects]); err != nil {
 		errs = append(errs, err)

@@ -47,7 +47,7 @@ func TestParse(t *testing.T) {
 	s, err := Parse(attrs(map[string]string{
 		KeyAddress: "https://vault.example:8200/", KeyNamespace: "team-a", KeyKubeMount: "k8s",
 		KeyCACert: "/ca.pem", KeyCADir: "/cas", KeyTLSServerName: "vault", KeyClientCert: "/c.pem", KeyClientKey: "/c.key",
-		KeySkipVerify: "true", KeyShare: "true",
+		KeySkipVerify: "true", KeyShare: "true", KeyRevoke: "true",
 	}), 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestParse(t *testing.T) {
 	want := &Spec{
 		Address: "https://vault.example:8200", Role: "app", AuthMount: "k8s", VaultNamespace: "team-a",
 		TLS:      TLS{CACert: "/ca.pem", CADir: "/cas", ServerName: "vault", ClientCert: "/c.pem", ClientKey: "/c.key", SkipVerify: true},
-		Audience: DefaultAudience, Share: true, Namespace: "ns", ServiceAccount: "sa", PodName: "pod", PodUID: "uid", Class: "spc",
+		Audience: DefaultAudience, Share: true, Revoke: true, Namespace: "ns", ServiceAccount: "sa", PodName: "pod", PodUID: "uid", Class: "spc",
 		Token: "tok-vault", Permission: 0o644,
 		Objects: []Object{
 			{Name: "db-password", Path: "secret/data/db", Key: "password", Method: MethodGet, Encoding: EncodingUTF8},
@@ -90,6 +90,37 @@ func TestParseDefaultsAndPrecedence(t *testing.T) {
 	}
 }
 
+// TestParseProviderDefaults: the provider's flags (-vault-mount,
+// -vault-namespace, -vault-tls-*) fill what a class does not set; what it
+// sets wins, field by field, vaultSkipTLSVerify "false" included.
+func TestParseProviderDefaults(t *testing.T) {
+	d := Defaults{AuthMount: "jwt", VaultNamespace: "ns-flag", TLS: TLS{CACert: "/flag/ca.pem", CADir: "/flag/cas",
+		ServerName: "flag.vault", ClientCert: "/flag/c.pem", ClientKey: "/flag/c.key", SkipVerify: true}}
+	s, err := d.Parse(attrs(nil), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.AuthMount != "jwt" || s.VaultNamespace != "ns-flag" || s.TLS != d.TLS {
+		t.Errorf("a class without the parameters: auth mount %q namespace %q TLS %+v, want the defaults %+v", s.AuthMount, s.VaultNamespace, s.TLS, d)
+	}
+	s, err = d.Parse(attrs(map[string]string{KeyKubeMount: "k8s", KeyNamespace: "ns-class", KeyCACert: "/class/ca.pem",
+		KeyTLSServerName: "class.vault", KeyClientCert: "/class/c.pem", KeyClientKey: "/class/c.key", KeySkipVerify: "false"}), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := TLS{CACert: "/class/ca.pem", CADir: "/flag/cas", ServerName: "class.vault", ClientCert: "/class/c.pem", ClientKey: "/class/c.key"}
+	if s.AuthMount != "k8s" || s.VaultNamespace != "ns-class" || s.TLS != want {
+		t.Errorf("a class with the parameters: auth mount %q namespace %q TLS %+v, want k8s, ns-class, %+v", s.AuthMount, s.VaultNamespace, s.TLS, want)
+	}
+	if _, err := (Defaults{TLS: TLS{ClientKey: "/flag/c.key"}}).Parse(attrs(map[string]string{KeyClientCert: "/class/c.pem"}), 0o644); err != nil {
+		t.Errorf("class certificate with the provider's key: %v, want them paired", err)
+	}
+	_, err = (Defaults{TLS: TLS{ClientCert: "/flag/c.pem"}}).Parse(attrs(nil), 0o644)
+	if err == nil || !strings.Contains(err.Error(), "-vault-tls-client-key") {
+		t.Errorf("the provider's certificate without a key: %v, want an error naming -vault-tls-client-key", err)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -110,6 +141,7 @@ func TestParseErrors(t *testing.T) {
 		{"mode", map[string]string{KeyObjects: "- {objectName: a, secretPath: a, filePermission: 01777}"}, "more than 0777"},
 		{"mode string", map[string]string{KeyObjects: `- {objectName: a, secretPath: a, filePermission: "rw"}`}, "not an octal file mode"},
 		{"tokens", map[string]string{KeyTokens: "{not json tok-secret"}, "contents not shown"},
+		{"revoke", map[string]string{KeyRevoke: "at once"}, `revokeOnUnpublish "at once"`},
 		{"share without class", map[string]string{KeyShare: "true", KeyClass: "-"}, "shareAcrossReplicas needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"testing"
+
+	"github.com/keymount/keymount/provider/vault/spec"
+)
+
+func parse(t *testing.T, args ...string) *config {
+	t.Helper()
+	fs := flag.NewFlagSet("keymount-provider-vault", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return parseFlags(fs, args)
+}
+
+// TestUpstreamFlagsAreDefaults: vault-csi-provider's -vault-addr,
+// -vault-mount, -vault-namespace and -vault-tls-* become the provider's
+// defaults of the class parameters, with its single-dash spelling; its
+// flags keymount does not need are only recorded as given.
+func TestUpstreamFlagsAreDefaults(t *testing.T) {
+	cfg := parse(t)
+	if cfg.provider.Defaults != (spec.Defaults{AuthMount: spec.DefaultAuthMount}) || cfg.provider.Address != "" {
+		t.Errorf("defaults without flags: %+v, address %q; want vault-csi-provider's (auth mount kubernetes)", cfg.provider.Defaults, cfg.provider.Address)
+	}
+	cfg = parse(t, "-vault-addr=https://vault:8200", "-vault-mount=k8s-east", "-vault-namespace=team-a",
+		"-vault-tls-ca-cert=/ca.pem", "-vault-tls-ca-directory=/cas", "-vault-tls-server-name=vault.internal",
+		"-vault-tls-client-cert=/c.pem", "-vault-tls-client-key=/c.key", "-vault-tls-skip-verify",
+		"-endpoint=/provider/vault.sock", "-hmac-secret-name=x", "-debug")
+	want := spec.Defaults{AuthMount: "k8s-east", VaultNamespace: "team-a", TLS: spec.TLS{CACert: "/ca.pem", CADir: "/cas",
+		ServerName: "vault.internal", ClientCert: "/c.pem", ClientKey: "/c.key", SkipVerify: true}}
+	if cfg.provider.Defaults != want || cfg.provider.Address != "https://vault:8200" {
+		t.Errorf("defaults %+v address %q, want %+v and https://vault:8200", cfg.provider.Defaults, cfg.provider.Address, want)
+	}
+	if cfg.server.SocketDir != "/provider" || cfg.server.Name != "vault" {
+		t.Errorf("-endpoint: socket dir %q name %q, want /provider and vault", cfg.server.SocketDir, cfg.server.Name)
+	}
+	given := cfg.upstream.ignored.Given()
+	if len(given) != 2 || given["hmac-secret-name"] != "x" || given["debug"] == "" {
+		t.Errorf("ignored flags given: %v, want hmac-secret-name and debug only", given)
+	}
+}
