@@ -20,6 +20,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,15 +71,21 @@ func TestHelmChartOnTheNode(t *testing.T) {
 	if string(synced.Data["dsn"]) != v1 {
 		t.Errorf("the synced Secret holds %d bytes, not the mounted value", len(synced.Data["dsn"]))
 	}
-	// Kubernetes 1.37 knows serviceAccountTokenInSecrets: the chart sets
-	// it, kubelet passes the tokens in the secrets field, and the provider
-	// still gets them in its attributes.
+	// Kubernetes 1.35 and later know serviceAccountTokenInSecrets: the
+	// chart sets it there (its csidriver.yaml asks .Capabilities), kubelet
+	// passes the tokens in the secrets field, and the provider still gets
+	// them in its attributes; before 1.35 the chart leaves it out.
 	csiDriver, err := n.Kube.StorageV1().CSIDrivers().Get(ctx, nodeenv.DriverName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := csiDriver.Spec.ServiceAccountTokenInSecrets; s == nil || !*s {
-		t.Errorf("the chart's CSIDriver on Kubernetes 1.37: serviceAccountTokenInSecrets %v, want true", s)
+	kv, err := version.ParseSemantic(n.KubeletVersion(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := csiDriver.Spec.ServiceAccountTokenInSecrets
+	if want, got := kv.AtLeast(version.MajorMinor(1, 35)), s != nil && *s; got != want {
+		t.Errorf("the chart's CSIDriver on Kubernetes %s: serviceAccountTokenInSecrets %v, want set: %v", kv, s, want)
 	}
 	t.Run("bound token", func(t *testing.T) { checkProviderGetsBoundToken(t, n, ns) })
 	target := n.TargetPath(app, "secrets")
