@@ -1,5 +1,3 @@
-//go:build failedrepublish
-
 package node_test
 
 import (
