@@ -1,17 +1,21 @@
 # keymount's images for pipelines that build with a container engine (docker
 # buildx, buildah, kaniko): the same images `make image` builds without one
 # (hack/image, internal/ociimage) — static binaries in /usr/local/bin on an
-# empty base, the CA certificates only in the AWS provider's image, the same
-# entrypoint, user, environment and labels. One target per image:
+# empty base, the CA certificates only in the AWS and Vault providers' images,
+# the same entrypoint, user, environment and labels. One target per image:
 #
 #   docker buildx build --platform linux/amd64,linux/arm64 --build-arg VERSION=v0.1.0 \
 #     --target keymount-driver -t registry.example.com/keymount/keymount-driver:v0.1.0 --push .
 #
-# and likewise for keymount-provider-local, keymount-provider-aws and
-# keymount-controller. `make test` builds every final stage with buildah from
-# binaries it built itself (TestDockerfile in hack/image) and compares each
-# image with the one `make image` builds. Keep the two in step: a change to
-# internal/ociimage's Programs belongs here too.
+# and likewise for keymount-provider-local, keymount-provider-aws,
+# keymount-provider-vault and keymount-controller. The release tier (make
+# test-release; TestDockerfile in hack/image) builds every final stage with
+# buildah offline: the build stage below is replaced by one that copies
+# binaries the test built (its Go image cannot be pulled there) and is
+# checked on its own (the Go version of go.mod, every program, the flags of
+# internal/ociimage), and each image is compared with the one `make image`
+# builds. Keep the two in step: a change to internal/ociimage's Programs or
+# LDFlags belongs here too.
 
 # The Go toolchain of go.mod. The build stage runs on the builder's platform
 # and cross-compiles for the target's (no emulation).

@@ -20,18 +20,20 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"golang.org/x/mod/modfile"
 
 	"github.com/keymount/keymount/internal/ociimage"
 )
 
 // TestDockerfile builds every final stage of the root Dockerfile with
 // buildah (vfs storage, chroot isolation, nothing pulled: the Go build
-// stage is replaced by one that copies binaries this test built) and checks
-// each image against the one `make image` packs from the same binaries:
-// the same files (path, mode, content), entrypoint, cmd, user, environment
-// and labels. buildah leaves no mount and no process behind.
+// stage, whose base image cannot be pulled offline, is replaced by one that
+// copies binaries this test built, and checked on its own) and checks each
+// image against the one `make image` packs from the same binaries: the same
+// files (path, mode, content), entrypoint, cmd, user, environment and
+// labels. buildah leaves no mount, no process and no state outside the
+// test's directory behind.
 func TestDockerfile(t *testing.T) {
 	buildah, err := exec.LookPath("buildah")
 	if err != nil {
@@ -55,6 +57,7 @@ func TestDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkBuildStage(t, string(df))
 	local, targets, err := localBuildStage(string(df))
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +92,56 @@ var (
 	finalStage = regexp.MustCompile(`(?im)^FROM\s+(\S+)\s+AS\s+(\S+)\s*$`)
 )
 
+// checkBuildStage checks the Dockerfile's Go build stage, which the build
+// below replaces: it starts from the Go image of go.mod's Go version and
+// builds every program of make image's images as ociimage.Binaries does
+// (static, -trimpath, the same linker flags), and nothing else.
+func checkBuildStage(t *testing.T, df string) {
+	t.Helper()
+	gomod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := modfile.ParseLax("go.mod", gomod, nil)
+	if err != nil || mf.Go == nil {
+		t.Fatalf("go.mod: %v", err)
+	}
+	goVersion := mf.Go.Version
+	if mf.Toolchain != nil {
+		goVersion = strings.TrimPrefix(mf.Toolchain.Name, "go")
+	}
+	if want := "ARG GO_IMAGE=golang:" + goVersion + "-"; !strings.Contains(df, "\n"+want) {
+		t.Errorf("the Dockerfile has no line %q...: its Go image must be go.mod's Go %s", want, goVersion)
+	}
+	stage := strings.ReplaceAll(buildStage.FindString(df), "\\\n", " ")
+	var build string
+	for _, line := range strings.Split(stage, "\n") {
+		if strings.HasPrefix(line, "RUN ") && strings.Contains(line, " go build ") {
+			build = line
+		}
+	}
+	if build == "" {
+		t.Fatalf("the Dockerfile's build stage has no `RUN ... go build ...`:\n%s", stage)
+	}
+	for _, want := range []string{"CGO_ENABLED=0 ", " -trimpath ", ` -ldflags "` + ociimage.LDFlags("${VERSION}") + `" `} {
+		if !strings.Contains(build, want) {
+			t.Errorf("the Dockerfile's go build lacks %q (make image builds so): %s", want, build)
+		}
+	}
+	var got, want []string
+	for _, f := range strings.Fields(build) {
+		if strings.HasPrefix(f, "./cmd/") {
+			got = append(got, strings.TrimPrefix(f, "./cmd/"))
+		}
+	}
+	for _, p := range ociimage.Programs {
+		want = append(want, p.Bins...)
+	}
+	if !slices.Equal(sortedCopy(got), sortedCopy(want)) {
+		t.Errorf("the Dockerfile builds %v, make image's images carry %v", got, want)
+	}
+}
+
 // localBuildStage returns the Dockerfile with its build stage replaced by
 // one that copies the context's bin/ and CA bundle where the Go build
 // leaves them, and the names of the other (final) stages. Every final stage
@@ -111,98 +164,6 @@ func localBuildStage(df string) (string, []string, error) {
 		targets = append(targets, m[2])
 	}
 	return out, targets, nil
-}
-
-// buildahRun runs buildah with its own storage (vfs) under one directory.
-type buildahRun struct {
-	bin, root string
-	env       []string
-}
-
-func newBuildah(t *testing.T, bin, root string) *buildahRun {
-	t.Helper()
-	for _, d := range []string{"storage", "run", "tmp", "out"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// No registry is asked anything: no search registries, a policy that
-	// needs no keys, and nothing to pull (the base is scratch).
-	writeFile(t, filepath.Join(root, "registries.conf"), []byte("unqualified-search-registries = []\n"), 0o600)
-	writeFile(t, filepath.Join(root, "policy.json"), []byte(`{"default":[{"type":"insecureAcceptAnything"}]}`), 0o600)
-	b := &buildahRun{bin: bin, root: root, env: append(os.Environ(),
-		"TMPDIR="+filepath.Join(root, "tmp"), "BUILDAH_ISOLATION=chroot",
-		"CONTAINERS_REGISTRIES_CONF="+filepath.Join(root, "registries.conf"))}
-	t.Cleanup(func() { b.cleanup(t) })
-	return b
-}
-
-func (b *buildahRun) run(t *testing.T, args ...string) {
-	t.Helper()
-	all := append([]string{"--root", filepath.Join(b.root, "storage"), "--runroot", filepath.Join(b.root, "run"), "--storage-driver", "vfs"}, args...)
-	cmd := exec.Command(b.bin, all...)
-	cmd.Env = b.env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("buildah %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-// build builds target and returns its image, read back from an OCI layout.
-func (b *buildahRun) build(t *testing.T, ctx, target, version string) v1.Image {
-	t.Helper()
-	tag := "localhost/keymount-test/" + target + ":test"
-	b.run(t, "build", "--isolation", "chroot", "--pull=never", "--identity-label=false", "--timestamp", "0",
-		"--signature-policy", filepath.Join(b.root, "policy.json"), "--build-arg", "VERSION="+version,
-		"--target", target, "-t", tag, "-f", filepath.Join(ctx, "Dockerfile"), ctx)
-	dir := filepath.Join(b.root, "out", target)
-	b.run(t, "push", "--signature-policy", filepath.Join(b.root, "policy.json"), tag, "oci:"+dir+":test")
-	p, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := idx.IndexManifest()
-	if err != nil || len(m.Manifests) != 1 {
-		t.Fatalf("buildah's layout of %s: %+v, %v", target, m, err)
-	}
-	img, err := idx.Image(m.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
-
-// cleanup removes buildah's containers and images and checks that nothing
-// of it is mounted or running.
-func (b *buildahRun) cleanup(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join(b.root, "storage")); err != nil {
-		return // cleaned up already
-	}
-	b.run(t, "rm", "--all")
-	b.run(t, "rmi", "--all", "--force")
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(mounts), "\n") {
-		if strings.Contains(line, b.root) {
-			t.Errorf("buildah left a mount behind: %s", line)
-		}
-	}
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		cmdline, err := os.ReadFile(p)
-		if err == nil && strings.Contains(string(cmdline), b.root) {
-			t.Errorf("a process is left behind: %s: %q", p, cmdline)
-		}
-	}
-	if err := os.RemoveAll(b.root); err != nil {
-		t.Errorf("remove buildah's storage: %v", err)
-	}
 }
 
 // compareImages checks that got holds want's files and configuration.

@@ -46,6 +46,7 @@ var manifestSets = []struct {
 	{file: "keymount.yaml", resources: []string{"."}},
 	{file: "keymount-with-controller.yaml", resources: []string{"."}, components: []string{"components/controller", "components/controller-admission"}},
 	{file: "keymount-provider-aws.yaml", resources: []string{"providers/aws"}},
+	{file: "keymount-provider-vault.yaml", resources: []string{"providers/vault"}},
 }
 
 // renderManifests renders deploy/'s kustomizations into dir, every

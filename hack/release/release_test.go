@@ -226,14 +226,36 @@ func checkChart(t *testing.T, file string) {
 }
 
 // checkManifests checks that every keymount image of the rendered
-// manifests is the release's, pinned by digest, and that each file names
-// the images it deploys.
+// manifests is the release's, pinned by digest, that each file names the
+// images it deploys, and that every image of the release is deployed by
+// one of them.
 func checkManifests(t *testing.T, dir string, digests map[string]v1.Hash) {
 	t.Helper()
 	want := map[string][]string{
 		"keymount.yaml":                 {"keymount-driver"},
 		"keymount-with-controller.yaml": {"keymount-driver", "keymount-controller", "keymount-provider-local"},
 		"keymount-provider-aws.yaml":    {"keymount-provider-aws"},
+		"keymount-provider-vault.yaml":  {"keymount-provider-vault"},
+	}
+	deployed := map[string]bool{}
+	for _, names := range want {
+		for _, n := range names {
+			deployed[n] = true
+		}
+	}
+	for _, p := range ociimage.Programs {
+		if !deployed[p.Name] {
+			t.Errorf("no rendered manifest deploys the image %s: add a manifest set for it (hack/release manifestSets)", p.Name)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if _, ok := want[e.Name()]; !ok {
+			t.Errorf("manifests/%s is not checked: add it to checkManifests", e.Name())
+		}
 	}
 	for file, names := range want {
 		data, err := os.ReadFile(filepath.Join(dir, file))

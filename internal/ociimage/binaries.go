@@ -25,8 +25,16 @@ type Binaries struct {
 	Output io.Writer
 }
 
+// LDFlags are the linker flags of the binaries the images carry, version
+// stamped into main.version: no symbol table, no DWARF. The root
+// Dockerfile's build stage links with the same (TestDockerfile checks).
+func LDFlags(version string) string {
+	return "-s -w -X main.version=" + version
+}
+
 // Build builds the cmd/ programs of every Program for goos/arch into dir,
-// static and trimmed, as `make image` ships them.
+// static (CGO_ENABLED=0) and -trimpath, linked with LDFlags, as `make image`
+// ships them.
 func (b Binaries) Build(goos, arch, dir string) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
@@ -35,7 +43,7 @@ func (b Binaries) Build(goos, arch, dir string) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"build", "-trimpath", "-ldflags", "-s -w -X main.version=" + b.Version, "-o", abs + "/"}
+	args := []string{"build", "-trimpath", "-ldflags", LDFlags(b.Version), "-o", abs + "/"}
 	for _, im := range Programs {
 		for _, bin := range im.Bins {
 			args = append(args, "./cmd/"+bin)
