@@ -135,7 +135,7 @@ func (s *secretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	value, changedAt, ok := s.digests.observe(req.NamespacedName, s.clk)
 	if !ok {
-		return ctrl.Result{}, fmt.Errorf("Secret %s is cached but its digest was never recorded: the cache's transform must call SecretDigests.Record", req.NamespacedName)
+		return ctrl.Result{}, fmt.Errorf("restart: Secret %s is cached but its digest was never recorded: the cache's transform must call SecretDigests.Record", req.NamespacedName)
 	}
 	consumers, err := s.consumers(ctx, req.Namespace, req.Name)
 	if err != nil {
