@@ -48,8 +48,9 @@ func NewSecretDigests(key []byte) *SecretDigests {
 // Record sets the digest and write time of s, a synced Secret as the API
 // server sent it. Call it in the cache's transform before the data or the
 // managedFields are trimmed. A Secret without managedFields whose entry
-// exists is a cache's already trimmed copy (an informer resync hands the
-// transform its own output): its entry is kept as it is.
+// exists is taken for a cache's already trimmed copy and leaves the entry
+// as it is: client-go's informers do not hand a transform its own output
+// (a resync skips it), but cache transforms are asked to be idempotent.
 func (d *SecretDigests) Record(s *corev1.Secret) {
 	k := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	fromAPI := len(s.ManagedFields) > 0

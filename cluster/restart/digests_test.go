@@ -22,7 +22,7 @@ func apiSecret(value string, written time.Time) *corev1.Secret {
 }
 
 // TestSecretDigests: a change is dated by the write that made it, the
-// first observation is no change, a resync's trimmed copy changes nothing,
+// first observation is no change, a trimmed copy changes nothing,
 // and forget drops the entry.
 func TestSecretDigests(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
@@ -38,10 +38,10 @@ func TestSecretDigests(t *testing.T) {
 	if !ok || v1 != SecretAnnotationValue(key, first.Type, first.Data) || !changed.IsZero() {
 		t.Fatalf("first observation: %q %v %v, want the digest, no change", v1, changed, ok)
 	}
-	// A resync hands the transform the cache's own trimmed copy.
+	// The cache's own trimmed copy, handed to the transform again.
 	d.Record(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"}})
 	if v, changed, _ := d.observe(k, clk); v != v1 || !changed.IsZero() {
-		t.Fatalf("after a resync: %q %v, want %q and no change", v, changed, v1)
+		t.Fatalf("after a trimmed copy: %q %v, want %q and no change", v, changed, v1)
 	}
 	second := apiSecret("two", time.Unix(2000, 0))
 	d.Record(second)
