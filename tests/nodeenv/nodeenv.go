@@ -315,11 +315,12 @@ func (n *Node) WaitDriverRegistrations(t testing.TB, want int) {
 	}
 }
 
-// buildBinaries builds the driver, the CLI, both providers and the probe
+// buildBinaries builds the driver, the CLI, the providers and the probe
 // (and with opts.Controller keymount-controller), static, stamped with
 // ImageVersion.
 func (n *Node) buildBinaries(tb testing.TB, opts Options) {
-	pkgs := []string{"./cmd/keymount-driver", "./cmd/keymount", "./cmd/keymount-provider-local", "./cmd/keymount-provider-aws", "./tests/node/probe"}
+	pkgs := []string{"./cmd/keymount-driver", "./cmd/keymount", "./cmd/keymount-provider-local", "./cmd/keymount-provider-aws",
+		"./cmd/keymount-provider-vault", "./tests/node/probe"}
 	if opts.Controller {
 		pkgs = append(pkgs, "./cmd/keymount-controller")
 	}
