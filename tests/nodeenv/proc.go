@@ -140,7 +140,6 @@ func (n *Node) LogTail(name string) string {
 	return fmt.Sprintf("--- %s log (end) ---\n%s", name, bytes.Join(lines, []byte("\n")))
 }
 
-// decodeAll decodes every object of a multi-document YAML file.
 // Manifest decodes the objects of the repository's manifest file rel (a
 // slash-separated path from the repository root, e.g.
 // deploy/providers/vault/rbac.yaml), as unstructured objects.
@@ -149,6 +148,7 @@ func (n *Node) Manifest(tb testing.TB, rel string) []client.Object {
 	return decodeAll(tb, filepath.Join(n.repo, filepath.FromSlash(rel)))
 }
 
+// decodeAll decodes every object of a multi-document YAML file.
 func decodeAll(tb testing.TB, path string) []client.Object {
 	f, err := os.Open(path)
 	if err != nil {
