@@ -4,6 +4,7 @@ package node_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,6 +46,40 @@ func TestVaultProviderInRealPod(t *testing.T) {
 	// Subtests one after the other: they count Vault's audit log.
 	t.Run("JobCompletes", func(t *testing.T) { testVaultJob(t, n, v) })
 	t.Run("ReplicasShareOneCertificate", func(t *testing.T) { testVaultReplicas(t, n, v) })
+	t.Run("RefreshKeepsTheVolumesCertificate", func(t *testing.T) { testVaultRefresh(t, n, v) })
+}
+
+// testVaultRefresh: a pod's volume of a PKI certificate keeps the one
+// certificate issued at its first publish through kubelet's republishes
+// (the node's driver refreshes on every one), though the driver's first
+// publish and its refreshes send the provider different target paths.
+func testVaultRefresh(t *testing.T, n *nodeenv.Node, v *vaultenv.Vault) {
+	ns := namespace(t, n)
+	vaultRole(t, v, ns)
+	vaultClass(t, n, ns, "vault-cert", nil, `
+- objectName: serial
+  secretPath: pki/issue/node
+  method: PUT
+  secretArgs: {common_name: b.example.com}
+  secretKey: serial_number
+`)
+	issued := v.Audit(t).Count("update", "pki/issue/node")
+	pod := createPod(t, n, ns, "app", "vault-cert", "show", "-follow", mountPath+"/serial")
+	n.WaitPod(t, ns, "app", "Running", nodeenv.Running)
+	n.WaitLog(t, pod, "probe", "the certificate's serial", func(l string) bool { return strings.HasPrefix(l, fileLine("serial")) })
+	// A refresh: a provider call naming the pod's mount directory (the
+	// first publish names a staging directory).
+	refresh := "/pods/" + string(pod.UID) + "/volumes/kubernetes.io~csi/secrets/mount\""
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(context.Context) (bool, error) {
+		log, err := os.ReadFile(n.LogPath("keymount-provider-vault"))
+		return strings.Contains(string(log), refresh), err
+	})
+	if err != nil {
+		t.Fatalf("waiting for a refresh of the pod's volume: %v", err)
+	}
+	if d := v.Audit(t).Count("update", "pki/issue/node") - issued; d != 1 {
+		t.Errorf("Vault issued %d certificates for one volume and its refresh, want 1", d)
+	}
 }
 
 // testVaultJob: a Job whose container reads a KV v2 secret from its volume
