@@ -130,6 +130,9 @@ type mount struct {
 	// stage sends the driver's first-publish target: a staging directory
 	// beside the volume's mount directory.
 	stage bool
+	// target replaces the kubelet target path (a SecretSync's
+	// /mnt/secrets-store).
+	target string
 }
 
 func (r *rig) mount(t *testing.T, p *vault.Provider, m mount) (*server.MountResult, error) {
@@ -149,6 +152,9 @@ func (r *rig) mount(t *testing.T, p *vault.Provider, m mount) (*server.MountResu
 	target := "/var/lib/kubelet/pods/" + string(m.pod.UID) + "/volumes/kubernetes.io~csi/vault/mount"
 	if m.stage {
 		target = filepath.Join(filepath.Dir(target), "keymount-stage-0123456789abcdef")
+	}
+	if m.target != "" {
+		target = m.target
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), eventually)
 	defer cancel()
