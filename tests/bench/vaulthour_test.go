@@ -262,11 +262,16 @@ func vaultHourMount(b *testing.B, p *vault.Provider, kube kubernetes.Interface, 
 		spec.KeyServiceAccount: "app", spec.KeyTokens: string(tokens), spec.KeyClass: "vault-hour",
 		"csi.storage.k8s.io/ephemeral": "true",
 	}
+	// keymount's driver names a staging directory beside the mount
+	// directory on a first publish, the mount directory on refreshes.
+	target := "/var/lib/kubelet/pods/" + string(vp.pod.UID) + "/volumes/kubernetes.io~csi/vault/mount"
+	if vp.versions == nil {
+		target = "/var/lib/kubelet/pods/" + string(vp.pod.UID) + "/volumes/kubernetes.io~csi/vault/keymount-stage-0123456789abcdef"
+	}
 	ctx, cancel := context.WithTimeout(b.Context(), 2*time.Minute) // kubelet's deadline
 	defer cancel()
 	res, err := p.Mount(ctx, &server.MountRequest{Attributes: attrs, Secrets: map[string]string{}, Permission: 0o644,
-		CurrentVersions: vp.versions,
-		TargetPath:      "/var/lib/kubelet/pods/" + string(vp.pod.UID) + "/volumes/kubernetes.io~csi/vault/mount"})
+		CurrentVersions: vp.versions, TargetPath: target})
 	if err != nil {
 		b.Fatalf("mount of %s/%s: %v", vp.pod.Namespace, vp.pod.Name, err)
 	}
