@@ -163,8 +163,8 @@ test-e2e: require-root k8s-env ## End-to-end tests: the kubelet-emulating harnes
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./tests/e2e/...
 
 .PHONY: test-node
-test-node: require-root k8s-env ## The real-node tier: kubelet + containerd + runc run pods that read their secrets through keymount (needs root)
-	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) ./tests/nodeenv/... ./tests/node/...
+test-node: require-root k8s-env vault-env ## The real-node tier: kubelet + containerd + runc run pods that read their secrets through keymount, the Vault provider's against a real Vault (needs root)
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags vault ./tests/nodeenv/... ./tests/node/...
 
 # NODE_OLDEST_RUN narrows test-node-oldest to the tests matching a go test
 # -run pattern (empty: the whole tier, as docs/compatibility.md says).

@@ -32,9 +32,9 @@ func (p *Provider) Maintain(ctx context.Context) {
 	p.mu.Lock()
 	usedLogins := map[string]bool{}
 	usedSlots := map[string]bool{}
-	for target, v := range p.volumes {
+	for key, v := range p.volumes {
 		if now.Sub(v.seen) >= p.cfg.VolumeIdle {
-			delete(p.volumes, target)
+			delete(p.volumes, key)
 			continue
 		}
 		usedLogins[v.loginKey] = true

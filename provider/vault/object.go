@@ -15,13 +15,13 @@ type file struct {
 	version  string
 }
 
-// object serves o for the volume at target: from its lease (renewed when
+// object serves o for the volume vol (volumeID): from its lease (renewed when
 // due, issued again only when it must be), from the identity's KV value
 // when its version did not change, or from a new request. leaseKey names
 // the lease slot the volume holds, "" for a value without a lease.
-func (p *Provider) object(ctx context.Context, s *spec.Spec, loginKey string, sess *session, target string, o *spec.Object) (f file, leaseKey string, err error) {
+func (p *Provider) object(ctx context.Context, s *spec.Spec, loginKey string, sess *session, vol string, o *spec.Object) (f file, leaseKey string, err error) {
 	okey := objectKey(o)
-	scope := "volume " + target
+	scope := "volume " + vol
 	if s.Share {
 		scope = "class " + s.Namespace + "/" + s.Class
 	}

@@ -74,7 +74,7 @@ type Provider struct {
 	mu      sync.Mutex
 	logins  map[string]*login
 	slots   map[string]*slot
-	volumes map[string]*volume
+	volumes map[string]*volume // by volumeID and login key
 }
 
 var _ server.Provider = (*Provider)(nil)
@@ -129,10 +129,11 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 		return nil, err
 	}
 	res := &server.MountResult{}
+	vol := volumeID(req.TargetPath, s)
 	var leases []string
 	for i := range s.Objects {
 		o := &s.Objects[i]
-		f, leaseKey, err := p.object(ctx, s, l.key, sess, req.TargetPath, o)
+		f, leaseKey, err := p.object(ctx, s, l.key, sess, vol, o)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +147,7 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 		res.Files = append(res.Files, server.File{Path: o.Name, Mode: mode, Contents: f.contents})
 		res.Versions = append(res.Versions, server.ObjectVersion{ID: o.Name, Version: f.version})
 	}
-	p.seen(req.TargetPath, l.key, leases)
+	p.seen(vol, l.key, leases)
 	return res, nil
 }
 
@@ -163,11 +164,13 @@ func (p *Provider) login(s *spec.Spec) *login {
 	return l
 }
 
-// seen records that the volume at target was mounted or refreshed now.
-func (p *Provider) seen(target, loginKey string, leases []string) {
+// seen records that the volume vol (volumeID) was mounted or refreshed
+// now by loginKey's identity. Each identity's record is its own: one
+// SecretSync's never replaces another identity's at the same path.
+func (p *Provider) seen(vol, loginKey string, leases []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.volumes[target] = &volume{loginKey: loginKey, slots: leases, seen: p.cfg.Clock.Now()}
+	p.volumes[vol+"|"+loginKey] = &volume{loginKey: loginKey, slots: leases, seen: p.cfg.Clock.Now()}
 }
 
 // slot returns the slot of key, creating it.

@@ -5,6 +5,7 @@ package vault_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,12 @@ type mount struct {
 	params  map[string]string
 	token   string // default: a fresh token of the pod, audience vault
 	current map[string]string
+	// stage sends the driver's first-publish target: a staging directory
+	// beside the volume's mount directory.
+	stage bool
+	// target replaces the kubelet target path (a SecretSync's
+	// /mnt/secrets-store).
+	target string
 }
 
 func (r *rig) mount(t *testing.T, p *vault.Provider, m mount) (*server.MountResult, error) {
@@ -142,11 +149,17 @@ func (r *rig) mount(t *testing.T, p *vault.Provider, m mount) (*server.MountResu
 	for k, v := range m.params {
 		attrs[k] = v
 	}
+	target := "/var/lib/kubelet/pods/" + string(m.pod.UID) + "/volumes/kubernetes.io~csi/vault/mount"
+	if m.stage {
+		target = filepath.Join(filepath.Dir(target), "keymount-stage-0123456789abcdef")
+	}
+	if m.target != "" {
+		target = m.target
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), eventually)
 	defer cancel()
 	return p.Mount(ctx, &server.MountRequest{
-		Attributes: attrs, Secrets: map[string]string{}, Permission: 0o644, CurrentVersions: m.current,
-		TargetPath: "/var/lib/kubelet/pods/" + string(m.pod.UID) + "/volumes/kubernetes.io~csi/vault/mount",
+		Attributes: attrs, Secrets: map[string]string{}, Permission: 0o644, CurrentVersions: m.current, TargetPath: target,
 	})
 }
 

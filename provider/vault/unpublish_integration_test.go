@@ -88,3 +88,32 @@ func (r *rig) leaseExists(t *testing.T, id string) bool {
 	}
 	return true
 }
+
+// testSecretSyncsOfTwoIdentities: SecretSyncs are all sent with the target
+// /mnt/secrets-store; the syncs of one class by two service accounts of a
+// namespace keep both logins (and their leases) in use, the later never
+// replacing the earlier's record.
+func (r *rig) testSecretSyncsOfTwoIdentities(t *testing.T) {
+	r.vault.AWSRole(t, "app", time.Hour, 2*time.Hour)
+	sas := []string{"sync-a", "sync-b"}
+	for _, sa := range sas {
+		r.identity(t, "syncs", sa, vaultenv.Role{})
+	}
+	p := r.provider(t, vault.Config{})
+	revokeSelfs := r.count(t, "update", "auth/token/revoke-self")
+	var leases []string
+	for _, sa := range sas {
+		res := r.mustMount(t, p, mount{pod: r.pod(t, "syncs", sa, "controller-"+sa), target: "/mnt/secrets-store",
+			params: params(sa, "- {objectName: lease, secretPath: aws/creds/app}")})
+		leases = append(leases, leaseOf(t, res))
+	}
+	p.Maintain(t.Context())
+	if d := r.count(t, "update", "auth/token/revoke-self") - revokeSelfs; d != 0 {
+		t.Errorf("%d logins revoked while both identities' SecretSyncs are in use, want 0", d)
+	}
+	for i, l := range leases {
+		if !r.leaseExists(t, l) {
+			t.Errorf("the lease of %s's SecretSync was revoked", sas[i])
+		}
+	}
+}

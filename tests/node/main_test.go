@@ -70,6 +70,7 @@ func node(t *testing.T) *nodeenv.Node {
 		setupErr = setupTB.Run(func() {
 			shared = nodeenv.Start(setupTB, nodeenv.Options{
 				TokenAudiences: []string{tokenAudience, stsAudience},
+				Deployments:    true, // TestVaultProviderInRealPod's replicas
 				ScanLogs:       forbidden.scan,
 			})
 			root, cgroupRoot = shared.Root, shared.CgroupRoot

@@ -1,15 +1,8 @@
 package node_test
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
-
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keymount/keymount/tests/nodeenv"
 )
@@ -37,57 +30,10 @@ func TestPodReadsItsSecrets(t *testing.T) {
 	n.WaitLog(t, pod, "probe", "the user", hasContent("nested/user", user))
 
 	// A Job: the pod reads the files once and exits 0.
-	tmpl := n.ProbePod(ns, "", "show", mountPath+"/password")
-	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
-	withVolume(&tmpl.Spec, "db")
-	backoff := int32(0)
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader"},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: &backoff,
-			Template:     corev1.PodTemplateSpec{Spec: tmpl.Spec},
-		},
-	}
-	if _, err := n.Kube.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create Job: %v", err)
-	}
-	var last *batchv1.Job
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
-		j, err := n.Kube.BatchV1().Jobs(ns).Get(ctx, "reader", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = j
-		for _, c := range j.Status.Conditions {
-			if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("Job did not finish: %v (status %+v)", err, last.Status)
-	}
-	if last.Status.Succeeded != 1 {
-		t.Fatalf("Job did not complete: %+v", last.Status)
-	}
-	pods, err := n.Kube.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=reader"})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("the Job's pod: %v, %d pods", err, len(pods.Items))
-	}
-	lines := n.ContainerLog(t, &pods.Items[0], "probe")
+	lines := runJob(t, n, ns, "reader", "db", "show", mountPath+"/password")
 	if !containsFunc(lines, hasContent("password", password)) {
 		t.Errorf("the Job's container printed %q, want the password", lines)
 	}
-}
-
-func containsFunc(lines []string, f func(string) bool) bool {
-	for _, l := range lines {
-		if f(l) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestVolumeIsReadOnly: a container that tries to write into the volume

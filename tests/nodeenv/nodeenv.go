@@ -67,6 +67,10 @@ type Options struct {
 	// only on a trigger; kube-controller-manager also runs the Deployment
 	// and ReplicaSet controllers.
 	Controller bool
+	// Deployments: kube-controller-manager also runs the Deployment and
+	// ReplicaSet controllers. Without Helm no scheduler runs: a
+	// Deployment's pod template names the node (ProbePod does).
+	Deployments bool
 	// ScanLogs, when set, is given every log of the node and its control
 	// plane once the node is down, before they are removed with its root;
 	// an error fails the test.
@@ -170,9 +174,9 @@ func Start(tb testing.TB, opts Options) *Node {
 		cp.Controllers = append(cp.Controllers, "daemonset-controller")
 		cp.Scheduler = true
 		cp.ServiceAccountAdmission = true
-		if opts.Controller {
-			cp.Controllers = append(cp.Controllers, "deployment-controller", "replicaset-controller")
-		}
+	}
+	if opts.Deployments || (opts.Helm && opts.Controller) {
+		cp.Controllers = append(cp.Controllers, "deployment-controller", "replicaset-controller")
 	}
 	n.Env = k8senv.Start(tb, cp)
 	n.clients(tb)
@@ -315,11 +319,12 @@ func (n *Node) WaitDriverRegistrations(t testing.TB, want int) {
 	}
 }
 
-// buildBinaries builds the driver, the CLI, both providers and the probe
+// buildBinaries builds the driver, the CLI, the providers and the probe
 // (and with opts.Controller keymount-controller), static, stamped with
 // ImageVersion.
 func (n *Node) buildBinaries(tb testing.TB, opts Options) {
-	pkgs := []string{"./cmd/keymount-driver", "./cmd/keymount", "./cmd/keymount-provider-local", "./cmd/keymount-provider-aws", "./tests/node/probe"}
+	pkgs := []string{"./cmd/keymount-driver", "./cmd/keymount", "./cmd/keymount-provider-local", "./cmd/keymount-provider-aws",
+		"./cmd/keymount-provider-vault", "./tests/node/probe"}
 	if opts.Controller {
 		pkgs = append(pkgs, "./cmd/keymount-controller")
 	}

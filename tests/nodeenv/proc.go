@@ -78,9 +78,10 @@ func (p *proc) stop(tb testing.TB) {
 type Process struct{ p *proc }
 
 // Run starts binary (a path, or a name in n's binaries: keymount-driver,
-// keymount-provider-local, keymount-provider-aws) with args, its log in
-// LogPath(name), and env added to the test's environment. It dies with the
-// test binary at the latest; stop it with Stop.
+// keymount-provider-local, keymount-provider-aws, keymount-provider-vault)
+// with args, its log in LogPath(name), and env added to the test's
+// environment. It dies with the test binary at the latest; stop it with
+// Stop.
 func (n *Node) Run(tb testing.TB, name, binary string, env []string, args ...string) *Process {
 	tb.Helper()
 	if !filepath.IsAbs(binary) {
@@ -137,6 +138,14 @@ func (n *Node) LogTail(name string) string {
 		lines = lines[len(lines)-logTailLines:]
 	}
 	return fmt.Sprintf("--- %s log (end) ---\n%s", name, bytes.Join(lines, []byte("\n")))
+}
+
+// Manifest decodes the objects of the repository's manifest file rel (a
+// slash-separated path from the repository root, e.g.
+// deploy/providers/vault/rbac.yaml), as unstructured objects.
+func (n *Node) Manifest(tb testing.TB, rel string) []client.Object {
+	tb.Helper()
+	return decodeAll(tb, filepath.Join(n.repo, filepath.FromSlash(rel)))
 }
 
 // decodeAll decodes every object of a multi-document YAML file.
