@@ -78,9 +78,12 @@ func TestSecretSyncLifecycle(t *testing.T) {
 
 	t.Run("forceSynchronization syncs at once", func(t *testing.T) {
 		f.put(t, "db-password", "pw-three-1234")
+		// A merge patch, as kubectl patch sends: an Update of the object
+		// read a moment ago can conflict with the controller's status write.
 		ss := f.get(t, key)
+		patch := client.MergeFrom(ss.DeepCopy())
 		ss.Spec.ForceSynchronization = "force-1"
-		if err := f.c.Update(t.Context(), ss); err != nil {
+		if err := f.c.Patch(t.Context(), ss, patch); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the forced value", func(ctx context.Context) (bool, error) {
@@ -94,8 +97,9 @@ func TestSecretSyncLifecycle(t *testing.T) {
 
 	t.Run("a key removed from the spec leaves the Secret", func(t *testing.T) {
 		ss := f.get(t, key)
+		patch := client.MergeFrom(ss.DeepCopy())
 		ss.Spec.SecretObject.Data = ss.Spec.SecretObject.Data[:1] // password only
-		if err := f.c.Update(t.Context(), ss); err != nil {
+		if err := f.c.Patch(t.Context(), ss, patch); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the Secret without user", func(ctx context.Context) (bool, error) {

@@ -154,7 +154,14 @@ func render(t *testing.T, files ...string) *release {
 
 func renderValues(t *testing.T, vals map[string]any) *release {
 	t.Helper()
-	out, err := renderRaw(loadChart(t), vals)
+	return renderValuesAt(t, vals, kubeVersion)
+}
+
+// renderValuesAt is renderValues for a cluster of Kubernetes version kv (the
+// chart asks .Capabilities.KubeVersion for fields a version knows).
+func renderValuesAt(t *testing.T, vals map[string]any, kv chartutil.KubeVersion) *release {
+	t.Helper()
+	out, err := renderRawAt(loadChart(t), vals, kv)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}

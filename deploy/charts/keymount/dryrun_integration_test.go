@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,12 +85,19 @@ func chartCRDs(t *testing.T) []*unstructured.Unstructured {
 func TestServerSideDryRun(t *testing.T) {
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"crds"}})
 	ctx := t.Context()
-	ensureNamespace(ctx, t, kubernetes.NewForConfigOrDie(env.Config))
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	ensureNamespace(ctx, t, cs)
+	// Rendered for the API server's version, as helm install renders.
+	sv, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := chartutil.KubeVersion{Version: sv.GitVersion, Major: sv.Major, Minor: sv.Minor}
 	a := newApplier(t, env)
 	crds := chartCRDs(t)
 	for _, file := range valuesFiles {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			objs := append(append([]*unstructured.Unstructured{}, crds...), render(t, file).objects...)
+			objs := append(append([]*unstructured.Unstructured{}, crds...), renderValuesAt(t, readValues(t, file), kv).objects...)
 			for _, obj := range objs {
 				if ns := obj.GetNamespace(); ns != "" && ns != namespace {
 					t.Errorf("%s %s is in namespace %q, want the release's %q", obj.GetKind(), obj.GetName(), ns, namespace)
