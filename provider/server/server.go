@@ -119,7 +119,9 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
 	case <-ctx.Done():
 	}
 	stopGracefully(gs, gracefulStopTimeout)
-	if err := <-served; err != nil {
+	// ErrServerStopped: ctx ended before gs.Serve started, and the stop
+	// above came first; nothing failed.
+	if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
