@@ -170,6 +170,10 @@ test-node: require-root k8s-env vault-env ## The real-node tier: kubelet + conta
 # -run pattern (empty: the whole tier, as docs/compatibility.md says).
 NODE_OLDEST_RUN ?=
 
+.PHONY: test-integration-oldest
+test-integration-oldest: require-root k8s-env-oldest ## The integration tier (tests/k8senv, cluster, deploy, cmd) against the oldest Kubernetes docs/compatibility.md claims (needs root)
+	KUBEBUILDER_ASSETS='$(K8S_OLDEST_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration ./tests/k8senv/... ./cluster/... ./deploy/... ./cmd/...
+
 .PHONY: test-node-oldest
 test-node-oldest: require-root k8s-env-oldest ## The real-node tier against the oldest Kubernetes docs/compatibility.md claims (hack/k8s-oldest): its kubelet and API server (needs root; NODE_OLDEST_RUN)
 	KUBEBUILDER_ASSETS='$(K8S_OLDEST_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) $(if $(NODE_OLDEST_RUN),-run '$(NODE_OLDEST_RUN)') ./tests/nodeenv/... ./tests/node/...
