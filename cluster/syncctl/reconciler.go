@@ -108,8 +108,8 @@ func New(cfg Config, deps Deps) (*Reconciler, error) {
 // controller's memory).
 //
 // annotate, when not nil, is called on each Secret as it enters the cache,
-// before its data and managedFields are trimmed, to record in it what
-// another reader of the same cache needs of them (restart.AnnotateSecret).
+// before its data and managedFields are trimmed, to record what another
+// reader of the same cache needs of them (restart.SecretDigests.Record).
 func CacheOptions(annotate func(*corev1.Secret)) (cache.Options, error) {
 	owned, err := labels.NewRequirement(secretsyncv1alpha1.LabelSecretSync, selection.Exists, nil)
 	if err != nil {
