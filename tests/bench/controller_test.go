@@ -40,6 +40,9 @@ const (
 	// controller's heap profile to (go tool pprof) after the RSS reading
 	// with 10,000 SecretSyncs: where the memory goes.
 	envHeapProfile = "KEYMOUNT_BENCH_HEAP_PROFILE"
+	// envCPUProfile, when set, is a file BenchmarkFanout writes the
+	// controller's CPU profile of the source change to.
+	envCPUProfile = "KEYMOUNT_BENCH_CPU_PROFILE"
 	// envRounds is the number of steady-state rounds measured (default
 	// 5): their figures are averaged per round.
 	envRounds = "KEYMOUNT_BENCH_ROUNDS"

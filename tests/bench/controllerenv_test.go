@@ -99,6 +99,57 @@ type controllerProc struct {
 	pprofAddr string
 }
 
+// startCPUProfile starts a CPU profile of the controller (pprof's
+// /debug/pprof/profile, cpuProfileSeconds long) into path, and returns
+// what waits for it to be written; with path "" it does nothing.
+func (c *controllerProc) startCPUProfile(b *testing.B, path string) (wait func()) {
+	b.Helper()
+	if path == "" {
+		return func() {}
+	}
+	if c.pprofAddr == "" {
+		b.Fatalf("$%s is set but the controller has no --pprof-bind-address", envCPUProfile)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- fetchTo(b.Context(), "http://"+c.pprofAddr+"/debug/pprof/profile?seconds="+strconv.Itoa(cpuProfileSeconds), path)
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Errorf("CPU profile: %v", err)
+		}
+	}
+}
+
+// cpuProfileSeconds is the length of startCPUProfile's profile: longer
+// than a source change takes to reach 1,000 copies on a quiet machine.
+const cpuProfileSeconds = 8
+
+// fetchTo writes what a GET of url answers to the file path.
+func fetchTo(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // writeHeapProfile writes the controller's heap profile (after a
 // collection) to path; nothing when path is "".
 func (c *controllerProc) writeHeapProfile(b *testing.B, path string) {
@@ -109,28 +160,8 @@ func (c *controllerProc) writeHeapProfile(b *testing.B, path string) {
 	if c.pprofAddr == "" {
 		b.Fatalf("$%s is set but the controller has no --pprof-bind-address", envHeapProfile)
 	}
-	req, err := http.NewRequestWithContext(b.Context(), http.MethodGet, "http://"+c.pprofAddr+"/debug/pprof/heap?gc=1", http.NoBody)
-	if err != nil {
-		b.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	if err := fetchTo(b.Context(), "http://"+c.pprofAddr+"/debug/pprof/heap?gc=1", path); err != nil {
 		b.Fatalf("heap profile: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		b.Fatalf("heap profile: %s", resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		_ = f.Close()
-		b.Fatalf("heap profile: %v", err)
-	}
-	if err := f.Close(); err != nil {
-		b.Fatal(err)
 	}
 	b.Logf("heap profile of the controller: %s (go tool pprof %s)", path, path)
 }

@@ -59,7 +59,8 @@ type fanoutRun struct {
 	meta       metadata.Interface
 	kubeconfig string
 	dir        string
-	namespaces int
+	namespaces int // matching namespaces so far (each gets a copy)
+	spread     int // the namespaces created at the start: the unrelated Secrets' homes
 	unrelated  int // created so far
 	ctrl       *controllerProc
 }
@@ -114,11 +115,16 @@ func runFanoutBench(b *testing.B, bin string, namespaces, unrelated int, idle ti
 	src := r.createSource(b)
 	r.waitCopies(b, "every copy", src.ResourceVersion, false)
 	copies := time.Since(start)
+	profile := r.ctrl.startCPUProfile(b, os.Getenv(envCPUProfile))
+	ctrl0, plane0 := r.cpu(b), controlPlaneCPU(b, r.dir)
 	start = time.Now()
 	src = r.changeSource(b)
 	r.waitCopies(b, "the source's change in every copy", src.ResourceVersion, true)
 	change := time.Since(start)
+	changeCPU, planeCPU := r.cpu(b)-ctrl0, controlPlaneCPU(b, r.dir)-plane0
 	b.StopTimer()
+	profile()
+	newNS := r.newNamespaces(b, newNamespaceRounds)
 
 	r.waitQuiet(b, "the copies written")
 	idleCPU := r.cpuOver(b, idle)
@@ -140,12 +146,16 @@ func runFanoutBench(b *testing.B, bin string, namespaces, unrelated int, idle ti
 	anon, file := procMiB(b, r.ctrl.proc.Pid(), "RssAnon"), procMiB(b, r.ctrl.proc.Pid(), "RssFile")
 	r.logRSS(b, "second reading")
 	r.ctrl.writeHeapProfile(b, os.Getenv(envHeapProfile))
-	if n := len(r.copies(b).Items); n != namespaces {
-		b.Errorf("%d copies at the end, want %d", n, namespaces)
+	if n := len(r.copies(b).Items); n != r.namespaces {
+		b.Errorf("%d copies at the end, want %d", n, r.namespaces)
 	}
 
 	b.ReportMetric(copies.Seconds(), "copies-s")
 	b.ReportMetric(change.Seconds(), "change-s")
+	b.ReportMetric(changeCPU, "change-cpu-s")
+	b.ReportMetric(percentile(newNS, 50).Seconds(), "new-namespace-s")
+	b.ReportMetric(percentile(newNS, 100).Seconds(), "new-namespace-max-s")
+	b.ReportMetric(planeCPU, "change-apiserver-cpu-s")
 	b.ReportMetric(idleCPU, "idle-cpu-s")
 	b.ReportMetric(updateCPU, "unrelated-update-cpu-s")
 	b.ReportMetric(rss10, "rss-10k-mib")
@@ -156,7 +166,8 @@ func runFanoutBench(b *testing.B, bin string, namespaces, unrelated int, idle ti
 	b.ReportMetric(file, "rss-50k-file-mib")
 	b.Logf("%d namespaces, %d then %d unrelated Secrets:", namespaces, first, unrelated)
 	b.Logf("  copies-s               %8.1f", copies.Seconds())
-	b.Logf("  change-s               %8.1f", change.Seconds())
+	b.Logf("  change-s               %8.1f   keymount-controller %.2f CPU-s, kube-apiserver + etcd %.2f CPU-s meanwhile", change.Seconds(), changeCPU, planeCPU)
+	b.Logf("  new-namespace-s        %8.3f   median of %d namespaces created one by one (slowest %.3f)", percentile(newNS, 50).Seconds(), len(newNS), percentile(newNS, 100).Seconds())
 	b.Logf("  idle-cpu-s             %8.2f   over %s at %d unrelated (%.2f at %d); target ~0", idleCPU, idle, first, idleCPU2, unrelated)
 	b.Logf("  unrelated-update-cpu-s %8.2f   %d Secrets updated in %.1f s", updateCPU, first, updateWall.Seconds())
 	b.Logf("  rss-10k-mib            %8.1f   at %d unrelated; target <= 64", rss10, first)
@@ -169,8 +180,8 @@ func runFanoutBench(b *testing.B, bin string, namespaces, unrelated int, idle ti
 // the fo-NNNN namespaces.
 func startFanoutRun(b *testing.B, namespaces int) *fanoutRun {
 	b.Helper()
-	r := &fanoutRun{namespaces: namespaces, dir: b.TempDir()}
-	r.env = k8senv.Start(b, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	r := &fanoutRun{namespaces: namespaces, spread: namespaces, dir: b.TempDir()}
+	r.env = k8senv.Start(b, k8senv.Options{Dir: r.dir, CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	kubeconfig, cfg := r.env.KubeconfigFor(b, "keymount-bench-controller", []string{"system:masters"})
 	r.kubeconfig = kubeconfig
 	cfg.QPS, cfg.Burst = 1000, 2000
@@ -191,6 +202,59 @@ func startFanoutRun(b *testing.B, namespaces int) *fanoutRun {
 	return r
 }
 
+// newNamespaceRounds is how many namespaces BenchmarkFanout creates one
+// by one after the source change, timing each until its copy exists.
+const newNamespaceRounds = 5
+
+// newNamespaces creates n more matching namespaces, one at a time, and
+// returns, for each, the time from its create call to its copy being
+// seen on a watch.
+func (r *fanoutRun) newNamespaces(b *testing.B, n int) []time.Duration {
+	b.Helper()
+	out := make([]time.Duration, 0, n)
+	for range n {
+		ns := fanoutNamespace(r.namespaces)
+		copies := r.meta.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns)
+		sel := metav1.ListOptions{LabelSelector: fanout.LabelCopy + "=" + reflector.WriterName}
+		start := time.Now()
+		created, err := r.cs.CoreV1().Namespaces().Create(b.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil {
+			b.Fatalf("create namespace %s: %v", ns, err)
+		}
+		sel.ResourceVersion = created.ResourceVersion
+		w, err := copies.Watch(b.Context(), sel)
+		if err != nil {
+			b.Fatalf("watch copies in %s: %v", ns, err)
+		}
+		r.namespaces++
+		r.waitEvent(b, w, "the copy in new namespace "+ns)
+		out = append(out, time.Since(start))
+	}
+	return out
+}
+
+// waitEvent waits for w's first added object (a copy), and stops w.
+func (r *fanoutRun) waitEvent(b *testing.B, w watch.Interface, what string) {
+	b.Helper()
+	defer w.Stop()
+	deadline := time.After(stallTimeout)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				b.Fatalf("%s: the watch ended", what)
+			}
+			if ev.Type == watch.Added {
+				return
+			}
+		case <-deadline:
+			b.Fatalf("%s: none after %s\n%s", what, stallTimeout, r.ctrl.logTail())
+		case <-r.ctrl.proc.Exited():
+			b.Fatalf("%s: %v\n%s", what, r.exited(), r.ctrl.logTail())
+		}
+	}
+}
+
 // fanoutNamespace is the i-th namespace the source is copied into.
 func fanoutNamespace(i int) string { return fmt.Sprintf("fo-%04d", i) }
 
@@ -206,7 +270,7 @@ func (r *fanoutRun) startController(b *testing.B, bin string) *controllerProc {
 	}
 	env := memoryEnv(b, controllerContainer(b))
 	var pprofAddr string
-	if os.Getenv(envHeapProfile) != "" {
+	if os.Getenv(envHeapProfile) != "" || os.Getenv(envCPUProfile) != "" {
 		pprofAddr = "127.0.0.1:" + strconv.Itoa(freePort(b))
 		args = append(args, "--pprof-bind-address="+pprofAddr)
 		env = append(env, "GODEBUG=memprofilerate=4096")
@@ -386,7 +450,7 @@ func (r *fanoutRun) waitQuiet(b *testing.B, what string) {
 
 // unrelatedName is the i-th unrelated Secret, in namespace fo-(i mod n).
 func (r *fanoutRun) unrelatedName(i int) (namespace, name string) {
-	return fanoutNamespace(i % r.namespaces), fmt.Sprintf("other-%05d", i)
+	return fanoutNamespace(i % r.spread), fmt.Sprintf("other-%05d", i)
 }
 
 // addUnrelated creates unrelated Secrets (TLS-sized, no annotations, no

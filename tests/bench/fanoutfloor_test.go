@@ -46,34 +46,45 @@ func BenchmarkFanoutFloor(b *testing.B) {
 	setupFloor(b, cs, namespaces)
 	secrets := md.Resource(corev1.SchemeGroupVersion.WithResource("secrets"))
 	full := cs.CoreV1().RESTClient()
+	proto := cfg
+	proto.ContentType = "application/vnd.kubernetes.protobuf"
+	csProto := kubernetes.NewForConfigOrDie(&proto)
+	rvs := &floorVersions{}
 	modes := []struct {
 		name  string
-		write func(ctx context.Context, ns string, body []byte) error
-		body  func(round int) []byte
+		write func(ctx context.Context, ns string, round int) error
 	}{
-		{"merge-patch", func(ctx context.Context, ns string, body []byte) error {
-			_, err := secrets.Namespace(ns).Patch(ctx, fanoutSource, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "floor"})
+		{"merge-patch", func(ctx context.Context, ns string, round int) error {
+			_, err := secrets.Namespace(ns).Patch(ctx, fanoutSource, types.MergePatchType, floorMergePatch(round), metav1.PatchOptions{FieldManager: "floor"})
 			return err
-		}, floorMergePatch},
-		{"apply", func(ctx context.Context, ns string, body []byte) error {
-			_, err := secrets.Namespace(ns).Patch(ctx, fanoutSource, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "floor", Force: new(true)})
+		}},
+		{"apply", func(ctx context.Context, ns string, round int) error {
+			_, err := secrets.Namespace(ns).Patch(ctx, fanoutSource, types.ApplyPatchType, floorApply(round), metav1.PatchOptions{FieldManager: "floor", Force: new(true)})
 			return err
-		}, floorApply},
-		{"apply-full", func(ctx context.Context, ns string, body []byte) error {
+		}},
+		{"apply-full", func(ctx context.Context, ns string, round int) error {
 			return full.Patch(types.ApplyPatchType).Namespace(ns).Resource("secrets").Name(fanoutSource).
-				Param("fieldManager", "floor").Param("force", "true").Body(body).Do(ctx).Error()
-		}, floorApply},
+				Param("fieldManager", "floor").Param("force", "true").Body(floorApply(round)).Do(ctx).Error()
+		}},
+		{"update-json", func(ctx context.Context, ns string, round int) error {
+			_, err := cs.CoreV1().Secrets(ns).Update(ctx, floorSecret(ns, rvs.get(ns), round), metav1.UpdateOptions{FieldManager: "floor"})
+			return err
+		}},
+		{"update-proto", func(ctx context.Context, ns string, round int) error {
+			_, err := csProto.CoreV1().Secrets(ns).Update(ctx, floorSecret(ns, rvs.get(ns), round), metav1.UpdateOptions{FieldManager: "floor"})
+			return err
+		}},
 	}
 	b.ResetTimer()
 	round := 0
 	for range b.N {
 		for _, m := range modes {
 			round++
-			body := m.body(round)
+			rvs.load(b, md)
 			cpu0 := controlPlaneCPU(b, dir)
 			start := time.Now()
-			err := parallel(namespaces, fanoutWrites, func(i int) error {
-				return m.write(b.Context(), fanoutNamespace(i), body)
+			err := parallel(namespaces, envInt(b, "KEYMOUNT_BENCH_FLOOR_WRITES", fanoutWrites), func(i int) error {
+				return m.write(b.Context(), fanoutNamespace(i), round)
 			})
 			wall := time.Since(start)
 			if err != nil {
@@ -108,6 +119,41 @@ func setupFloor(b *testing.B, cs *kubernetes.Clientset, namespaces int) {
 	})
 	if err != nil {
 		b.Fatalf("create %d namespaces and Secrets: %v", namespaces, err)
+	}
+}
+
+// floorVersions holds each copy's resourceVersion, read before a round
+// (as a controller has them in its cache), for the update modes.
+type floorVersions struct{ byNS map[string]string }
+
+func (v *floorVersions) load(b *testing.B, md metadata.Interface) {
+	b.Helper()
+	list, err := md.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).List(b.Context(),
+		metav1.ListOptions{FieldSelector: "metadata.name=" + fanoutSource})
+	if err != nil {
+		b.Fatalf("list the copies: %v", err)
+	}
+	v.byNS = make(map[string]string, len(list.Items))
+	for _, it := range list.Items {
+		v.byNS[it.Namespace] = it.ResourceVersion
+	}
+}
+
+func (v *floorVersions) get(ns string) string { return v.byNS[ns] }
+
+// floorSecret is the whole copy as an update sends it: what floorApply
+// sets, at resourceVersion rv.
+func floorSecret(ns, rv string, round int) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fanoutSource, Namespace: ns, ResourceVersion: rv,
+			Labels: map[string]string{"fanout.keymount.io/copy": "floor"},
+			Annotations: map[string]string{
+				"floor/reflects": "fanout-src/" + fanoutSource, "floor/auto-reflects": "True",
+				"floor/reflected-version": strconv.Itoa(round), "floor/reflected-at": time.Now().UTC().Format(time.RFC3339Nano),
+			},
+		},
+		Type: corev1.SecretTypeTLS, Data: fanoutData(),
 	}
 }
 
