@@ -118,8 +118,16 @@ build: ## Build the binaries (static, -trimpath) into ./bin/
 
 .PHONY: test
 test: require-root verify lint k8s-env k8s-env-oldest vault-env image buildah ## Everything CI runs: verify, lint, the control planes, Vault, the images, go test -race of every package (tiers integration, vault, release), then the oldest Kubernetes's node tests (needs root)
-	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration,vault,release ./...
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration,vault,release $(TEST_LONGEST_FIRST) ./...
 	KUBEBUILDER_ASSETS='$(K8S_OLDEST_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -run '$(NODE_OLDEST_IN_TEST)' ./tests/node/...
+
+# TEST_LONGEST_FIRST: the packages whose tests take longest (minutes each:
+# the real node, the hostile tier, the release and image builds, e2e, the
+# chart, Vault), named before ./... so that go test starts them first and
+# the shorter packages fill the other core meanwhile, instead of the real
+# node starting last and running alone at the end. Every package still runs
+# once (go test drops the repeats ./... matches).
+TEST_LONGEST_FIRST = ./tests/node/... ./tests/hostile/... ./hack/release/... ./tests/e2e/... ./deploy/charts/keymount/... ./hack/image/... ./provider/vault/...
 
 # NODE_OLDEST_IN_TEST: the real-node tests `make test` runs against the
 # oldest Kubernetes as well (docs/compatibility.md): the one whose kubelet
