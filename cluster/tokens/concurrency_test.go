@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,35 @@ func TestSingleflight(t *testing.T) {
 	}
 	if n := api.count(); n != 1 {
 		t.Errorf("%d TokenRequests for %d concurrent callers, want 1", n, callers)
+	}
+}
+
+// TestLateJoinerGetsTheStoredToken: a caller that saw no token, then
+// started a flight after another flight had stored one (the window between
+// its look at the slot and its joining), gets that token: no second
+// TokenRequest.
+func TestLateJoinerGetsTheStoredToken(t *testing.T) {
+	cs, api := newTokenAPI(t)
+	m := newManager(t, cs, api, Config{})
+	first, err := m.Tokens(t.Context(), "ns", "sa", []string{"aud"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := key{"ns", "sa", "aud"}
+	m.mu.Lock()
+	s := m.slots[k]
+	m.mu.Unlock()
+	// What the late caller's flight runs: the slot it looked at now holds
+	// a fresh token.
+	st, err := m.request(t.Context(), k, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := api.count(); n != 1 {
+		t.Errorf("%d TokenRequests, want 1: the late flight asked again", n)
+	}
+	if !strings.Contains(first, st.Token) {
+		t.Errorf("the late flight got another token than the stored one")
 	}
 }
 

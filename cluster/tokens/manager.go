@@ -193,6 +193,15 @@ func (m *Manager) renewDue(t *authenticationv1.TokenRequestStatus, obtained, now
 // still k's slot. It runs once per flight, detached from the cancellation of
 // the caller that started it (others wait for it too).
 func (m *Manager) request(ctx context.Context, k key, s *slot) (*authenticationv1.TokenRequestStatus, error) {
+	// A flight that ended between the caller's look at the slot and its
+	// joining this one may have stored a fresh token: serve it, or every
+	// caller that lost that race would request one more.
+	m.mu.Lock()
+	stored, storedAt := s.token, s.obtained
+	m.mu.Unlock()
+	if stored != nil && !m.renewDue(stored, storedAt, m.clock.Now()) {
+		return stored, nil
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.RequestTimeout)
 	defer cancel()
 	exp := m.cfg.ExpirationSeconds
