@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"sync"
 	"syscall"
@@ -40,12 +40,12 @@ func Start(t testing.TB) (endpoint string) {
 	if err != nil {
 		t.Fatalf("moto_server is not on PATH (install the test toolchain): %v", err)
 	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatalf("finding a free port for moto_server: %v", err)
-	}
-	var out syncBuffer
-	cmd := exec.Command(path, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	// Port 0: moto_server binds a port the kernel picks and says which
+	// ("Running on http://127.0.0.1:<port>"). A port picked here and
+	// passed in could be taken meanwhile by another test's server, whose
+	// answers would then look like moto's.
+	out := syncBuffer{port: make(chan int, 1)}
+	cmd := exec.Command(path, "-H", "127.0.0.1", "-p", "0")
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -64,6 +64,14 @@ func Start(t testing.TB) (endpoint string) {
 		<-exited
 	})
 
+	var port int
+	select {
+	case port = <-out.port:
+	case <-exited:
+		t.Fatalf("moto_server exited before it listened: %v\noutput:\n%s", waitErr, out.String())
+	case <-time.After(startTimeout):
+		t.Fatalf("moto_server did not say its port within %v\noutput:\n%s", startTimeout, out.String())
+	}
 	endpoint = "http://127.0.0.1:" + strconv.Itoa(port)
 	if err := waitReady(endpoint, exited, func() error { return waitErr }); err != nil {
 		t.Fatalf("moto_server did not start: %v\noutput:\n%s", err, out.String())
@@ -97,30 +105,31 @@ func waitReady(endpoint string, exited <-chan struct{}, exitErr func() error) er
 	}
 }
 
-// freePort asks the kernel for an unused loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, fmt.Errorf("unexpected address %v", l.Addr())
-	}
-	return addr.Port, nil
+// syncBuffer collects the server's output for a failure message, and
+// sends on port the port of the first "Running on" line it holds.
+type syncBuffer struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	port  chan int
+	found bool
 }
 
-// syncBuffer collects the server's output for a failure message.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+// listening is werkzeug's line naming the address it serves.
+var listening = regexp.MustCompile(`Running on http://127\.0\.0\.1:([0-9]+)`)
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	n, err := b.buf.Write(p)
+	if !b.found {
+		if m := listening.FindSubmatch(b.buf.Bytes()); m != nil {
+			if port, perr := strconv.Atoi(string(m[1])); perr == nil && port > 0 {
+				b.found = true
+				b.port <- port
+			}
+		}
+	}
+	return n, err
 }
 
 func (b *syncBuffer) String() string {
