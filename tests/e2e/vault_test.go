@@ -118,13 +118,13 @@ func TestVaultProvider(t *testing.T) {
 	if d := audit.Count("update", "auth/kubernetes/login") - logins; d != 0 {
 		t.Errorf("the republish logged in %d more times, want 0", d)
 	}
-	if revoked(t, v, serial) {
+	if v.CertificateRevoked(t, serial) {
 		t.Fatal("the certificate is revoked while mounted")
 	}
 
 	n.mustUnpublish(t, pod, "secrets")
 	waitFor(t, eventually, "the unpublished volume's certificate to be revoked", func(context.Context) (bool, error) {
-		return revoked(t, v, serial), nil
+		return v.CertificateRevoked(t, serial), nil
 	})
 	waitFor(t, eventually, "the identity's login to be revoked with its last volume", func(context.Context) (bool, error) {
 		return v.Audit(t).Count("update", "auth/token/revoke-self") == 1, nil
@@ -313,20 +313,4 @@ func startVaultProvider(t *testing.T, n *node, v *vaultenv.Vault, dir, kubeconfi
 	if err := waitForSocket(ctx, filepath.Join(dir, "vault.sock"), p); err != nil {
 		t.Fatalf("keymount-provider-vault did not start: %v\n%s", err, tail(logPath, logTailLines))
 	}
-}
-
-// revoked tells whether Vault's PKI engine lists the certificate of
-// serial as revoked.
-func revoked(t *testing.T, v *vaultenv.Vault, serial string) bool {
-	t.Helper()
-	sec, err := v.Client.Logical().ReadWithContext(t.Context(), vaultenv.PKIMount+"/cert/"+serial)
-	if err != nil || sec == nil {
-		t.Fatalf("read the certificate %s: %v", serial, err)
-	}
-	// Unix seconds, 0 while not revoked.
-	rt, ok := sec.Data["revocation_time"]
-	if !ok {
-		t.Fatalf("the certificate %s has no revocation_time: %v", serial, sec.Data)
-	}
-	return fmt.Sprint(rt) != "0"
 }
