@@ -36,6 +36,7 @@ func registered(t *testing.T) []string {
 	m.NodeUnpublish(nil, time.Millisecond)
 	m.NodeUnpublish(failed, time.Millisecond)
 	m.ProviderCall("p", codes.OK, time.Millisecond)
+	m.ProviderUnpublish("p", codes.Unimplemented)
 	m.RefreshDecision(rotation.DecisionDue)
 	m.RotationReconcile("p", true, "", time.Second)
 	m.RotationReconcile("p", false, "GRPCProviderError", time.Second)

@@ -34,6 +34,9 @@ const (
 	// DefaultMinRefreshInterval is the shortest time between two
 	// triggered refreshes of one volume.
 	DefaultMinRefreshInterval = 10 * time.Second
+	// DefaultProviderUnpublishTimeout is the deadline of telling a
+	// provider that a volume is unmounted: kubelet waits for it.
+	DefaultProviderUnpublishTimeout = 5 * time.Second
 )
 
 // Config is everything the node plugin is told by its flags.
@@ -81,6 +84,10 @@ type Config struct {
 	// coalesced into one refresh, a later one waits for the rest of the
 	// interval. DefaultMinRefreshInterval when 0.
 	MinRefreshInterval time.Duration
+	// ProviderUnpublishTimeout is the deadline of the Unpublish call of
+	// keymount's provider extension that NodeUnpublishVolume makes after
+	// the unmount; DefaultProviderUnpublishTimeout when 0.
+	ProviderUnpublishTimeout time.Duration
 }
 
 func (c *Config) validate() error {
@@ -132,6 +139,9 @@ func (c *Config) defaults() {
 	}
 	if c.ProviderHealthInterval == 0 {
 		c.ProviderHealthInterval = DefaultProviderHealthInterval
+	}
+	if c.ProviderUnpublishTimeout <= 0 {
+		c.ProviderUnpublishTimeout = DefaultProviderUnpublishTimeout
 	}
 	if c.ReportTimeout <= 0 {
 		c.ReportTimeout = DefaultReportTimeout

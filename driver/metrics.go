@@ -22,6 +22,10 @@ type Metrics interface {
 	NodeUnpublish(err error, took time.Duration)
 	// ProviderCall is one Mount call to a provider, with its gRPC code.
 	ProviderCall(provider string, code codes.Code, took time.Duration)
+	// ProviderUnpublish is one Unpublish call of keymount's provider
+	// extension after an unpublish, with its gRPC code (Unimplemented for
+	// a provider without the extension).
+	ProviderUnpublish(provider string, code codes.Code)
 	// RefreshDecision is one decision about a mounted volume (a republish
 	// or a trigger): one of package rotation's Decision constants.
 	RefreshDecision(decision string)
@@ -37,5 +41,6 @@ func (noMetrics) NodePublish(string, time.Duration)                           {}
 func (noMetrics) NodePublishFailed(string, string, codes.Code, time.Duration) {}
 func (noMetrics) NodeUnpublish(error, time.Duration)                          {}
 func (noMetrics) ProviderCall(string, codes.Code, time.Duration)              {}
+func (noMetrics) ProviderUnpublish(string, codes.Code)                        {}
 func (noMetrics) RefreshDecision(string)                                      {}
 func (noMetrics) RotationReconcile(string, bool, string, time.Duration)       {}

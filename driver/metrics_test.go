@@ -25,6 +25,7 @@ type recordingMetrics struct {
 	calls        []string
 	publishTypes []string
 	rotations    []string
+	unpublishTo  []string
 }
 
 func (m *recordingMetrics) NodePublish(provider string, _ time.Duration) {
@@ -42,6 +43,10 @@ func (m *recordingMetrics) NodeUnpublish(err error, _ time.Duration) {
 
 func (m *recordingMetrics) ProviderCall(provider string, code codes.Code, _ time.Duration) {
 	m.add(&m.calls, fmt.Sprintf("%s %s", provider, code))
+}
+
+func (m *recordingMetrics) ProviderUnpublish(provider string, code codes.Code) {
+	m.add(&m.unpublishTo, fmt.Sprintf("%s %s", provider, code))
 }
 
 func (m *recordingMetrics) RefreshDecision(string) {}

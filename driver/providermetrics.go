@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"k8s.io/utils/clock"
 
+	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -35,6 +36,12 @@ func (mp *meteredProviders) Mount(ctx context.Context, provider string, req *v1a
 	}
 	mp.m.ProviderCall(provider, code, mp.clock.Since(start))
 	return resp, err
+}
+
+// Unpublish is the provider's, untimed: the driver counts its outcome
+// (Metrics.ProviderUnpublish).
+func (mp *meteredProviders) Unpublish(ctx context.Context, provider string, req *keymountv1.UnpublishRequest) error {
+	return mp.p.Unpublish(ctx, provider, req)
 }
 
 // Version is the provider's, untimed: only Mount calls are timed.

@@ -16,6 +16,7 @@ import (
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -30,6 +31,9 @@ type scriptedProvider struct {
 	version  string
 	// req is the request of the call in progress (or of the last one).
 	req *v1alpha1.MountRequest
+	// unpublish answers Unpublish; nil answers Unimplemented, as every
+	// upstream provider does.
+	unpublish func(ctx context.Context, req *keymountv1.UnpublishRequest) error
 }
 
 func (p *scriptedProvider) Mount(_ context.Context, _ string, req *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
@@ -48,6 +52,14 @@ func (p *scriptedProvider) Mount(_ context.Context, _ string, req *v1alpha1.Moun
 		Files:         p.files,
 		ObjectVersion: []*v1alpha1.ObjectVersion{{Id: "obj", Version: version}},
 	}, nil
+}
+
+// Unpublish answers with p.unpublish.
+func (p *scriptedProvider) Unpublish(ctx context.Context, _ string, req *keymountv1.UnpublishRequest) error {
+	if p.unpublish == nil {
+		return errNoExtension()
+	}
+	return p.unpublish(ctx, req)
 }
 
 // Version answers as a provider that is up.

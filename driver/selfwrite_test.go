@@ -16,6 +16,7 @@ import (
 
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -29,6 +30,11 @@ type awsLike struct {
 	// during runs in the call, before anything is written.
 	during       func(req *v1alpha1.MountRequest) error
 	reads, calls int
+}
+
+// Unpublish answers as the AWS provider does: without keymount's extension.
+func (p *awsLike) Unpublish(context.Context, string, *keymountv1.UnpublishRequest) error {
+	return errNoExtension()
 }
 
 // Version answers as a provider that is up.

@@ -21,6 +21,7 @@ import (
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/unixsocket"
+	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -29,6 +30,17 @@ type funcProvider func(ctx context.Context, req *v1alpha1.MountRequest) (*v1alph
 
 func (f funcProvider) Mount(ctx context.Context, _ string, req *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
 	return f(ctx, req)
+}
+
+// Unpublish answers as a provider without keymount's extension.
+func (f funcProvider) Unpublish(context.Context, string, *keymountv1.UnpublishRequest) error {
+	return errNoExtension()
+}
+
+// errNoExtension is what gRPC answers for a service the provider does not
+// serve: keymount's extension called on an upstream provider.
+func errNoExtension() error {
+	return status.Error(codes.Unimplemented, "unknown service keymount.provider.v1.VolumeLifecycle")
 }
 
 // Version answers as a provider that is up.

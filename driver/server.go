@@ -19,6 +19,7 @@ import (
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/grpcrecover"
 	"github.com/keymount/keymount/internal/unixsocket"
+	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/rotation"
 )
@@ -28,6 +29,10 @@ type ProviderClient interface {
 	Mount(ctx context.Context, provider string, req *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error)
 	// Version asks provider which runtime it is: the health check's call.
 	Version(ctx context.Context, provider string) (*v1alpha1.VersionResponse, error)
+	// Unpublish tells provider, through keymount's provider extension,
+	// that a volume it served is unmounted. Providers without the
+	// extension answer codes.Unimplemented.
+	Unpublish(ctx context.Context, provider string, req *keymountv1.UnpublishRequest) error
 }
 
 // Deps are the driver's collaborators, given rather than built so tests and

@@ -4,11 +4,13 @@ import (
 	"context"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/killpoint"
+	"github.com/keymount/keymount/provider/keymountv1"
 )
 
 // unpublish unmounts the target and removes the volume's tmpfs, but only
@@ -18,7 +20,7 @@ import (
 // call succeeds, saying so in the log. It needs only the volume ID and the
 // target path, so it works after a driver restart, and succeeds for a
 // volume already gone.
-func (d *Driver) unpublish(_ context.Context, req *csi.NodeUnpublishVolumeRequest) error {
+func (d *Driver) unpublish(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) error {
 	switch {
 	case req.GetVolumeId() == "":
 		return invalidf("volume ID is empty")
@@ -36,8 +38,47 @@ func (d *Driver) unpublish(_ context.Context, req *csi.NodeUnpublishVolumeReques
 	if err == nil {
 		d.held.drop(req.GetVolumeId())
 		d.reporter.unpublished(rec)
+		d.tellProvider(ctx, rec)
 	}
 	return err
+}
+
+// tellProvider tells the provider of an unmounted volume, through
+// keymount's provider extension, that the volume is gone, so that it can
+// let go of what it holds for it now (the Vault provider revokes the
+// volume's leases) rather than when it notices the volume idle. It never
+// fails the unpublish: a provider without the extension (every upstream
+// provider) answers Unimplemented, and a failure or a provider that does
+// not answer within Config.ProviderUnpublishTimeout is logged at a low
+// verbosity and counted.
+func (d *Driver) tellProvider(ctx context.Context, rec *volume.Record) {
+	if rec == nil || rec.Provider == "" {
+		return
+	}
+	t, err := targetpath.Parse(d.cfg.KubeletRootDir, rec.TargetPath, rec.PodUID)
+	if err != nil {
+		return
+	}
+	// Kubelet giving up on the call must not cut this one short.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.ProviderUnpublishTimeout)
+	defer cancel()
+	err = d.deps.Providers.Unpublish(ctx, rec.Provider, &keymountv1.UnpublishRequest{
+		PodUid: t.PodUID, VolumeName: t.Volume, TargetPath: t.Path,
+	})
+	code := codes.OK
+	if err != nil {
+		code = codeOf(err)
+	}
+	d.deps.Metrics.ProviderUnpublish(rec.Provider, code)
+	switch code {
+	case codes.OK:
+		klog.V(4).InfoS("provider told of the unpublish", "provider", rec.Provider, "volumeID", rec.VolumeID)
+	case codes.Unimplemented:
+		klog.V(5).InfoS("the provider does not serve keymount's unpublish extension", "provider", rec.Provider, "volumeID", rec.VolumeID)
+	default:
+		klog.V(2).InfoS("telling the provider of the unpublish failed; the volume is unpublished, the provider lets go of it when it notices it idle",
+			"provider", rec.Provider, "volumeID", rec.VolumeID, "code", code, "err", err)
+	}
 }
 
 func (d *Driver) unpublishLocked(volumeID, targetPath string) (*volume.Record, error) {

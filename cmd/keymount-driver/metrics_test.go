@@ -87,6 +87,9 @@ func TestMetricsEndpoint(t *testing.T) {
 		{`node_unpublish_total{os_type="` + osType + `"}`, 1},
 		{`node_unpublish_error_total{os_type="` + osType + `"}`, 0},
 		{`keymount_provider_call_duration_seconds_count{code="OK",provider="local"}`, 1},
+		// The local provider has no unpublish extension: the unpublish
+		// succeeded anyway, its call counted as Unimplemented.
+		{`keymount_provider_unpublish_calls_total{code="Unimplemented",provider="local"}`, 1},
 		{`keymount_node_publish_duration_seconds_count`, 3},
 		{`keymount_api_write_queue_depth`, 0},
 	} {

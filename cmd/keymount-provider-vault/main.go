@@ -80,7 +80,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig for reading the service account issuer keys (or TokenReviews); empty: in-cluster config")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics over HTTP (Vault requests by operation and outcome), e.g. :8098; empty: off")
 	fs.DurationVar(&cfg.provider.ReissueMargin, "reissue-margin", vault.DefaultReissueMargin, "a lease (or the login it was issued with) that cannot be renewed past its end is issued again this long before it ends (at most a third of its TTL before)")
-	fs.DurationVar(&cfg.provider.VolumeIdle, "volume-idle", vault.DefaultVolumeIdle, "a volume not mounted or refreshed for this long is gone: its identity's login is revoked with its last volume; keep it above the driver's --rotation-poll-interval")
+	fs.DurationVar(&cfg.provider.VolumeIdle, "volume-idle", vault.DefaultVolumeIdle, "a volume not mounted or refreshed for this long is gone (keymount's driver tells of an unpublish at once; this is the fallback for the upstream driver and for a driver killed before it told): its identity's login is revoked with its last volume; keep it above the driver's --rotation-poll-interval")
 	fs.DurationVar(&cfg.provider.MaintainEvery, "maintain-interval", vault.DefaultMaintainEvery, "how often logins and leases are renewed and idle volumes dropped")
 	cfg.upstream = addUpstreamFlags(fs, cfg)
 	fs.BoolVar(&cfg.printVersion, "version", false, "print the version and exit")
@@ -121,6 +121,9 @@ func run(ctx context.Context, cfg *config) error {
 		return err
 	}
 	go p.Run(ctx)
+	// keymount's driver tells the provider of every unpublish: leases of
+	// revokeOnUnpublish classes are revoked then, not once idle.
+	cfg.server.Unpublisher = p
 	srv, err := server.New(cfg.server, p)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/klog/v2"
 
+	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -143,6 +144,23 @@ func (c *Client) Version(ctx context.Context, provider string) (*v1alpha1.Versio
 		return nil, c.callError(ctx, provider, "Version", err)
 	}
 	return resp, nil
+}
+
+// Unpublish tells provider, through keymount's provider extension
+// (keymount.provider.v1.VolumeLifecycle, served on the same socket), that a
+// volume it served is unmounted. A provider that does not serve the
+// extension (every upstream provider) fails it with codes.Unimplemented.
+func (c *Client) Unpublish(ctx context.Context, provider string, req *keymountv1.UnpublishRequest) error {
+	cc, err := c.connFor(provider)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if _, err := keymountv1.NewVolumeLifecycleClient(cc).Unpublish(ctx, req); err != nil {
+		return c.callError(ctx, provider, "Unpublish", err)
+	}
+	return nil
 }
 
 // Close closes every connection. Calls after Close fail with ErrClosed;

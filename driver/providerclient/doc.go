@@ -5,7 +5,8 @@
 // searching its configured directories in order (the additional provider
 // paths first, then the main provider directory; the first socket found
 // wins), keeps one gRPC connection per socket, and calls Mount and Version
-// with a per-call deadline.
+// with a per-call deadline, and Unpublish of keymount's provider extension
+// (keymount.provider.v1, package provider/keymountv1) on the same socket.
 //
 // The socket is looked up again on every call, so a provider that restarts or
 // moves to another directory is found without restarting the driver.

@@ -56,6 +56,7 @@ type Metrics struct {
 	publishDuration      prometheus.Observer
 	unpublishDuration    prometheus.Observer
 	providerCallDuration *prometheus.HistogramVec
+	providerUnpublish    *prometheus.CounterVec
 	refreshDecisions     *prometheus.CounterVec
 	secretWrites         prometheus.Counter
 	secretUnchanged      prometheus.Counter
@@ -114,6 +115,9 @@ func New() *Metrics {
 	m.providerCallDuration = f.histogramVec(prometheus.HistogramOpts{
 		Name: "keymount_provider_call_duration_seconds", Help: "How long Mount calls to provider plugins took, by provider and gRPC code (OK for success); its _count counts the calls.",
 		Buckets: callBuckets,
+	}, labelProvider, labelCode)
+	m.providerUnpublish = f.counterVec(prometheus.CounterOpts{
+		Name: "keymount_provider_unpublish_calls_total", Help: "Unpublish calls of keymount's provider extension made after NodeUnpublishVolume, by provider and gRPC code (Unimplemented: a provider without the extension; a failure never fails the unpublish).",
 	}, labelProvider, labelCode)
 	m.refreshDecisions = f.counterVec(prometheus.CounterOpts{
 		Name: "keymount_refresh_decisions_total", Help: "Decisions about refreshing a mounted volume (a republish or a trigger): not_due, due, triggered, skipped_by_policy, backoff.",
@@ -180,6 +184,12 @@ func (m *Metrics) NodeUnpublish(err error, took time.Duration) {
 // ProviderCall times one Mount call to a provider.
 func (m *Metrics) ProviderCall(provider string, code codes.Code, took time.Duration) {
 	m.providerCallDuration.WithLabelValues(provider, code.String()).Observe(took.Seconds())
+}
+
+// ProviderUnpublish counts one Unpublish call of keymount's provider
+// extension.
+func (m *Metrics) ProviderUnpublish(provider string, code codes.Code) {
+	m.providerUnpublish.WithLabelValues(provider, code.String()).Inc()
 }
 
 // RefreshDecision counts one decision about a mounted volume.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/keymount/keymount/internal/grpcrecover"
 	"github.com/keymount/keymount/internal/unixsocket"
+	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -41,6 +42,10 @@ type Config struct {
 	// SocketDir is the directory the driver searches for provider sockets,
 	// /var/run/secrets-store-csi-providers by default. Only Serve needs it.
 	SocketDir string
+	// Unpublisher, when set, is served as keymount's provider extension
+	// (keymount.provider.v1.VolumeLifecycle) on the same socket: keymount's
+	// driver tells it of every volume it unmounted. Nil: not served.
+	Unpublisher Unpublisher
 }
 
 // Server serves a Provider over the v1alpha1 gRPC API.
@@ -108,6 +113,9 @@ func (s *Server) Serve(ctx context.Context) (err error) {
 func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
 	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcrecover.UnaryServerInterceptor(), logFailures(s.cfg.Name)))
 	v1alpha1.RegisterCSIDriverProviderServer(gs, &service{cfg: s.cfg, provider: s.provider})
+	if s.cfg.Unpublisher != nil {
+		keymountv1.RegisterVolumeLifecycleServer(gs, &lifecycle{u: s.cfg.Unpublisher})
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(l) }()

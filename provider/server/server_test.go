@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -39,16 +40,23 @@ func socketDir(t *testing.T) string {
 }
 
 type running struct {
-	srv    *Server
-	client v1alpha1.CSIDriverProviderClient
-	stop   func() error // cancels Serve and returns its result
+	srv       *Server
+	client    v1alpha1.CSIDriverProviderClient
+	lifecycle keymountv1.VolumeLifecycleClient
+	stop      func() error // cancels Serve and returns its result
 }
 
 // serve runs a Server for p on a real unix socket in dir and connects a real
 // client to it the way the driver does.
 func serve(t *testing.T, dir string, p Provider) *running {
 	t.Helper()
-	srv, err := New(Config{Name: "fake", Version: "1.2.3", SocketDir: dir}, p)
+	return serveConfig(t, Config{Name: "fake", Version: "1.2.3", SocketDir: dir}, p)
+}
+
+// serveConfig is serve with a Config of the test's.
+func serveConfig(t *testing.T, cfg Config, p Provider) *running {
+	t.Helper()
+	srv, err := New(cfg, p)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -78,7 +86,7 @@ func serve(t *testing.T, dir string, p Provider) *running {
 		t.Fatalf("NewClient: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &running{srv: srv, client: v1alpha1.NewCSIDriverProviderClient(conn), stop: stop}
+	return &running{srv: srv, client: v1alpha1.NewCSIDriverProviderClient(conn), lifecycle: keymountv1.NewVolumeLifecycleClient(conn), stop: stop}
 }
 
 // waitForSocket waits until something listens on path.

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 
+	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -80,14 +81,25 @@ func logFailures(provider string) grpc.UnaryServerInterceptor {
 		resp, err := handler(ctx, req)
 		if err != nil {
 			kv := []any{"provider", provider, "method", info.FullMethod, "code", status.Code(err), "duration", time.Since(start)}
-			if mr, ok := req.(*v1alpha1.MountRequest); ok {
-				kv = append(kv, "targetPath", mr.GetTargetPath())
+			if tp := targetPathOf(req); tp != "" {
+				kv = append(kv, "targetPath", tp)
 			}
 			klog.ErrorS(err, "provider call failed", kv...)
-		} else if mr, ok := req.(*v1alpha1.MountRequest); ok {
+		} else if tp := targetPathOf(req); tp != "" {
 			klog.V(4).InfoS("provider call", "provider", provider, "method", info.FullMethod,
-				"targetPath", mr.GetTargetPath(), "duration", time.Since(start))
+				"targetPath", tp, "duration", time.Since(start))
 		}
 		return resp, err
 	}
+}
+
+// targetPathOf is the target path a request names, for the log.
+func targetPathOf(req any) string {
+	switch r := req.(type) {
+	case *v1alpha1.MountRequest:
+		return r.GetTargetPath()
+	case *keymountv1.UnpublishRequest:
+		return r.GetTargetPath()
+	}
+	return ""
 }

@@ -17,16 +17,21 @@
 //     under, which takes it along when it ends) can no longer be renewed,
 //     with Config.ReissueMargin to spare. With the class parameter
 //     revokeOnUnpublish, a lease no volume holds any more is revoked
-//     (sys/leases/revoke) by the next Maintain instead of running to its
-//     end.
+//     (sys/leases/revoke) when its volume is unpublished instead of running
+//     to its end.
 //   - KV versions. A KV v2 object's version is its KV version: a refresh of
 //     an unchanged secret reads its metadata only.
 //
-// The provider is told of no unmount: like the AWS provider's caches, it
-// forgets what is not asked for. A volume not mounted or refreshed for
-// Config.VolumeIdle is gone (the driver refreshes every volume at least
-// every rotation interval). Maintain, run every Config.MaintainEvery by Run,
-// drops such volumes, renews what is due and revokes logins no volume uses.
+// keymount's driver tells the provider of every unpublish (Unpublish,
+// keymount's provider extension): the volume's record goes at once, with
+// what only it held. The v1alpha1 contract has no unmount call, so for the
+// upstream driver, and for a keymount driver killed before it could tell,
+// a volume not mounted or refreshed for Config.VolumeIdle is gone too (the
+// driver refreshes every volume at least every rotation interval).
+// Maintain, run every Config.MaintainEvery by Run, drops such volumes,
+// renews what is due and revokes logins no volume uses; neither it nor
+// Unpublish lets go of a login while a mount of its identity is in
+// progress.
 //
 // Errors name the Vault path, the role and Vault's own message and never a
 // token; Vault's 403 is PermissionDenied, 404 NotFound, a sealed or

@@ -30,52 +30,84 @@ func (p *Provider) Run(ctx context.Context) {
 func (p *Provider) Maintain(ctx context.Context) {
 	now := p.cfg.Clock.Now()
 	p.mu.Lock()
-	usedLogins := map[string]bool{}
-	usedSlots := map[string]bool{}
 	for key, v := range p.volumes {
 		if now.Sub(v.seen) >= p.cfg.VolumeIdle {
 			delete(p.volumes, key)
-			continue
 		}
+	}
+	sw := p.sweepLocked()
+	p.mu.Unlock()
+
+	p.letGo(ctx, sw, now)
+	for _, l := range sw.live {
+		p.renewDue(ctx, l)
+	}
+	for _, sl := range sw.renew {
+		p.renewDueLease(ctx, sl, now)
+	}
+}
+
+// sweep is what sweepLocked found.
+type sweep struct {
+	gone   []*login // no volume uses them: forgotten, to revoke
+	live   []*login
+	unheld []*slot // leases no volume holds: forgotten, revoked first when their class asks
+	renew  []*slot // leases volumes hold
+}
+
+// sweepLocked forgets the logins no recorded volume and no mount in
+// progress uses, their slots, and the leases no volume holds. p.mu is
+// held.
+func (p *Provider) sweepLocked() sweep {
+	usedLogins := map[string]bool{}
+	usedSlots := map[string]bool{}
+	for k := range p.busy {
+		usedLogins[k] = true
+	}
+	for _, v := range p.volumes {
 		usedLogins[v.loginKey] = true
 		for _, k := range v.slots {
 			usedSlots[k] = true
 		}
 	}
-	var gone, live []*login
+	var sw sweep
 	for k, l := range p.logins {
 		if usedLogins[k] {
-			live = append(live, l)
+			sw.live = append(sw.live, l)
 			continue
 		}
 		delete(p.logins, k)
-		gone = append(gone, l)
+		sw.gone = append(sw.gone, l)
 	}
-	var renew, unheld []*slot
 	for k, sl := range p.slots {
 		switch {
 		case !usedLogins[sl.loginKey]:
 			delete(p.slots, k)
+			if !isValueKey(k) {
+				// Its login's revocation takes it along, in Vault's
+				// own time; revokeOnUnpublish revokes it first.
+				sw.unheld = append(sw.unheld, sl)
+			}
 		case usedSlots[k]:
-			renew = append(renew, sl)
+			sw.renew = append(sw.renew, sl)
+		case p.busy[sl.loginKey] > 0:
+			// perhaps a mount in progress is filling it
 		case !isValueKey(k):
 			delete(p.slots, k) // a lease no volume holds
-			unheld = append(unheld, sl)
+			sw.unheld = append(sw.unheld, sl)
 		}
 	}
-	p.mu.Unlock()
+	return sw
+}
 
-	for _, l := range gone {
-		p.revoke(ctx, l)
-	}
-	for _, sl := range unheld {
+// letGo revokes what a sweep forgot: the logins (revoke-self, taking
+// their leases along), and the leases of classes that ask for it.
+func (p *Provider) letGo(ctx context.Context, sw sweep, now time.Time) {
+	for _, sl := range sw.unheld {
 		p.revokeUnheld(ctx, sl, now)
 	}
-	for _, l := range live {
-		p.renewDue(ctx, l)
-	}
-	for _, sl := range renew {
-		p.renewDueLease(ctx, sl, now)
+	for _, l := range sw.gone {
+		p.revoke(ctx, l)
 	}
 }
 

@@ -75,9 +75,15 @@ type Provider struct {
 	logins  map[string]*login
 	slots   map[string]*slot
 	volumes map[string]*volume // by volumeID and login key
+	// busy counts the mounts in progress by login key: their login and
+	// lease slots are in use before their volume is recorded.
+	busy map[string]int
 }
 
-var _ server.Provider = (*Provider)(nil)
+var (
+	_ server.Provider    = (*Provider)(nil)
+	_ server.Unpublisher = (*Provider)(nil)
+)
 
 // volume is what the provider knows of a mounted volume.
 type volume struct {
@@ -93,7 +99,7 @@ func New(cfg Config, tokens Verifier) (*Provider, error) {
 	}
 	cfg = cfg.withDefaults()
 	return &Provider{cfg: cfg, tokens: tokens, obs: observer{cfg.Observer},
-		logins: map[string]*login{}, slots: map[string]*slot{}, volumes: map[string]*volume{}}, nil
+		logins: map[string]*login{}, slots: map[string]*slot{}, volumes: map[string]*volume{}, busy: map[string]int{}}, nil
 }
 
 // margin is how long before the end of something of ttl that cannot be
@@ -124,6 +130,7 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 		return nil, err
 	}
 	l := p.login(s)
+	defer p.done(l)
 	sess, err := p.session(ctx, l, base, s.Token)
 	if err != nil {
 		return nil, err
@@ -151,7 +158,8 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 	return res, nil
 }
 
-// login returns the login entry of s's identity.
+// login returns the login entry of s's identity, busy until done is
+// called: neither it nor its leases are let go of meanwhile.
 func (p *Provider) login(s *spec.Spec) *login {
 	key := loginKey(s.Address, s)
 	p.mu.Lock()
@@ -161,7 +169,17 @@ func (p *Provider) login(s *spec.Spec) *login {
 		l = &login{key: key, path: "auth/" + s.AuthMount + "/login", role: s.Role}
 		p.logins[key] = l
 	}
+	p.busy[key]++
 	return l
+}
+
+// done ends a mount's use of l that login began.
+func (p *Provider) done(l *login) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.busy[l.key]--; p.busy[l.key] <= 0 {
+		delete(p.busy, l.key)
+	}
 }
 
 // seen records that the volume vol (volumeID) was mounted or refreshed

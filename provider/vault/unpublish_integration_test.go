@@ -3,6 +3,7 @@
 package vault_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,8 +11,15 @@ import (
 	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/provider/vault"
 	"github.com/keymount/keymount/provider/vault/spec"
@@ -60,6 +68,90 @@ func (r *rig) testRevokeOnUnpublish(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testUnpublishSignal: keymount's driver telling of an unpublish, over
+// the provider's socket, revokes that volume's lease then (VolumeIdle is
+// far away), keeps the identity's login while another volume of it is
+// mounted, and revokes the login with its last volume. A repeated or
+// unknown volume is OK and revokes nothing more; a request naming no pod
+// volume is refused.
+func (r *rig) testUnpublishSignal(t *testing.T) {
+	r.vault.Policy(t, "revoker", `path "sys/leases/revoke" { capabilities = ["update"] }`)
+	r.identity(t, "signal", "app", vaultenv.Role{Policies: []string{"app", "revoker"}})
+	r.vault.AWSRole(t, "app", time.Hour, 2*time.Hour)
+	p := r.provider(t, vault.Config{VolumeIdle: 1000 * time.Hour})
+	lc := serveLifecycle(t, p)
+	ps := params("app", "- {objectName: lease, secretPath: aws/creds/app}", spec.KeyRevoke, "true")
+	gone, kept := r.pod(t, "signal", "app", "gone"), r.pod(t, "signal", "app", "kept")
+	goneLease := leaseOf(t, r.mustMount(t, p, mount{pod: gone, params: ps, stage: true}))
+	keptLease := leaseOf(t, r.mustMount(t, p, mount{pod: kept, params: ps}))
+	revokeSelfs := r.count(t, "update", "auth/token/revoke-self")
+
+	unpublish := func(pod *corev1.Pod, volume string) error {
+		uid := string(pod.UID)
+		_, err := lc.Unpublish(t.Context(), &keymountv1.UnpublishRequest{PodUid: uid, VolumeName: volume,
+			TargetPath: "/var/lib/kubelet/pods/" + uid + "/volumes/kubernetes.io~csi/" + volume + "/mount"})
+		return err
+	}
+	if err := unpublish(gone, "vault"); err != nil {
+		t.Fatalf("Unpublish: %v", err)
+	}
+	if r.leaseExists(t, goneLease) {
+		t.Error("the unpublished volume's lease is not revoked")
+	}
+	if !r.leaseExists(t, keptLease) {
+		t.Error("the mounted volume's lease was revoked")
+	}
+	if d := r.count(t, "update", "auth/token/revoke-self") - revokeSelfs; d != 0 {
+		t.Errorf("%d logins revoked while a volume of the identity is mounted, want 0", d)
+	}
+	revokes := r.count(t, "update", "sys/leases/revoke")
+	for _, v := range []string{"vault", "other"} { // again; a volume never mounted
+		if err := unpublish(gone, v); err != nil {
+			t.Errorf("Unpublish of %s again or unknown: %v, want OK", v, err)
+		}
+	}
+	if d := r.count(t, "update", "sys/leases/revoke") - revokes; d != 0 {
+		t.Errorf("%d leases revoked by repeated or unknown unpublishes, want 0", d)
+	}
+	_, err := lc.Unpublish(t.Context(), &keymountv1.UnpublishRequest{PodUid: "../" + string(kept.UID), VolumeName: "vault", TargetPath: "/x"})
+	if status.Code(err) != codes.InvalidArgument || !r.leaseExists(t, keptLease) {
+		t.Errorf("a request naming no pod volume: %v, want InvalidArgument and nothing revoked", err)
+	}
+
+	if err := unpublish(kept, "vault"); err != nil {
+		t.Fatalf("Unpublish of the last volume: %v", err)
+	}
+	if d := r.count(t, "update", "auth/token/revoke-self") - revokeSelfs; d != 1 || r.leaseExists(t, keptLease) {
+		t.Errorf("after the identity's last volume: %d logins revoked (want 1), its lease exists: %t (want false)", d, r.leaseExists(t, keptLease))
+	}
+}
+
+// serveLifecycle serves p behind the provider kit on a real unix socket,
+// as keymount-provider-vault does, and returns a client of keymount's
+// extension on it, connected as the driver connects.
+func serveLifecycle(t *testing.T, p *vault.Provider) keymountv1.VolumeLifecycleClient {
+	t.Helper()
+	srv, err := server.New(server.Config{Name: "vault", SocketDir: sockettest.Dir(t), Unpublisher: p}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	conn, err := grpc.NewClient("unix://"+srv.SocketPath(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("localhost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return keymountv1.NewVolumeLifecycleClient(conn)
 }
 
 // leaseOf is the lease ID of a whole-answer file (no secretKey).

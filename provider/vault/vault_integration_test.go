@@ -26,6 +26,7 @@ func TestVault(t *testing.T) {
 	t.Run("SharedLeaseRenewed", r.testSharedLease)
 	t.Run("RevokedWithTheLastVolume", r.testRevoke)
 	t.Run("RevokeOnUnpublish", r.testRevokeOnUnpublish)
+	t.Run("UnpublishSignal", r.testUnpublishSignal)
 	t.Run("SecretSyncsOfTwoIdentities", r.testSecretSyncsOfTwoIdentities)
 	t.Run("EnvironmentTokenIgnored", r.testEnvironmentToken)
 	t.Run("LyingCallerRefused", r.testLyingCaller)

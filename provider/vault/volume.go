@@ -21,9 +21,14 @@ func volumeID(target string, s *spec.Spec) string {
 		for i := 0; i+4 < len(parts); i++ {
 			if parts[i] == "pods" && parts[i+1] == s.PodUID && parts[i+2] == "volumes" &&
 				parts[i+3] == "kubernetes.io~csi" && parts[i+4] != "" {
-				return "pod " + s.PodUID + "/" + parts[i+4]
+				return podVolumeID(s.PodUID, parts[i+4])
 			}
 		}
 	}
 	return "path " + target + " of " + s.Namespace + "/" + s.Class
+}
+
+// podVolumeID is volumeID of a pod's volume.
+func podVolumeID(podUID, volumeName string) string {
+	return "pod " + podUID + "/" + volumeName
 }

@@ -108,11 +108,18 @@ func freeLoopbackPort() (int, error) {
 // directory of the test and returns its path.
 func buildAWSProvider(t *testing.T, repo string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "keymount-provider-aws")
-	cmd := exec.Command(goTool(), "build", "-ldflags=-X=main.version="+binaryVersion, "-o", out, "./cmd/keymount-provider-aws")
+	return buildCommand(t, repo, "keymount-provider-aws")
+}
+
+// buildCommand builds ./cmd/<name>, without -race, into a directory of the
+// test and returns its path.
+func buildCommand(t *testing.T, repo, name string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command(goTool(), "build", "-ldflags=-X=main.version="+binaryVersion, "-o", out, "./cmd/"+name)
 	cmd.Dir = repo
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build of keymount-provider-aws: %v\n%s", err, b)
+		t.Fatalf("go build of %s: %v\n%s", name, err, b)
 	}
 	return out
 }

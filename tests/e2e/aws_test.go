@@ -193,21 +193,32 @@ func ensureTokenAudience(t *testing.T, s *suite, audience string) {
 // pods and nodes (the region of a class without one).
 func awsProviderKubeconfig(t *testing.T, s *suite) string {
 	t.Helper()
+	return providerKubeconfig(t, s, awsProviderUser,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "pods", "nodes"}, Verbs: []string{"get"}})
+}
+
+// tokenProofRules are what every keymount provider needs to prove a
+// mount's token, as deploy/providers/*/rbac.yaml grant: the issuer's keys,
+// or a TokenReview.
+var tokenProofRules = []rbacv1.PolicyRule{
+	{NonResourceURLs: []string{"/.well-known/openid-configuration", "/openid/v1/jwks"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+}
+
+// providerKubeconfig returns a kubeconfig of user, bound to a ClusterRole
+// of tokenProofRules and rules, removed when the test ends.
+func providerKubeconfig(t *testing.T, s *suite, user string, rules ...rbacv1.PolicyRule) string {
+	t.Helper()
 	ctx := t.Context()
-	name := "keymount-e2e-provider-aws"
+	name := user
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "pods", "nodes"}, Verbs: []string{"get"}},
-			// Proving each mount's token, as deploy/providers/aws grants.
-			{NonResourceURLs: []string{"/.well-known/openid-configuration", "/openid/v1/jwks"}, Verbs: []string{"get"}},
-			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-		},
+		Rules:      append(rules, tokenProofRules...),
 	}
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: awsProviderUser}},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 	}
 	createObject(t, s.ctrl, role)
 	createObject(t, s.ctrl, binding)
@@ -215,11 +226,11 @@ func awsProviderKubeconfig(t *testing.T, s *suite) string {
 		ctx := context.WithoutCancel(ctx)
 		for _, err := range []error{s.ctrl.Delete(ctx, binding), s.ctrl.Delete(ctx, role)} {
 			if err != nil {
-				t.Errorf("deleting the AWS provider's RBAC: %v", err)
+				t.Errorf("deleting the RBAC of %s: %v", user, err)
 			}
 		}
 	})
-	path, _ := s.env.KubeconfigFor(t, awsProviderUser, nil)
+	path, _ := s.env.KubeconfigFor(t, user, nil)
 	return path
 }
 

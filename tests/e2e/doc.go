@@ -51,4 +51,11 @@
 // test fails.
 //
 //	KUBEBUILDER_ASSETS=$(hack/install-k8s.sh --print-assets-dir) go test -count=1 ./tests/e2e
+//
+// With the build tag vault (vault_test.go), a real Vault dev server
+// (tests/vaultenv, VAULT_BIN) joins: pods mount a vault-csi-provider class
+// through the driver and keymount-provider-vault binaries, and the
+// keymount-controller binary syncs a SecretSync through a provider sidecar.
+//
+//	VAULT_BIN=$(bash hack/install-vault.sh --print-path) go test -count=1 -tags vault -run '^TestVault' ./tests/e2e
 package e2e

@@ -17,6 +17,7 @@ import (
 	"github.com/keymount/keymount/driver/providerclient"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/unixsocket"
+	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/tests/harness"
 )
@@ -33,6 +34,10 @@ func (p *panicky) Mount(ctx context.Context, provider string, req *v1alpha1.Moun
 		panic("hostile: the provider client panicked")
 	}
 	return p.real.Mount(ctx, provider, req)
+}
+
+func (p *panicky) Unpublish(ctx context.Context, provider string, req *keymountv1.UnpublishRequest) error {
+	return p.real.Unpublish(ctx, provider, req)
 }
 
 func (p *panicky) Version(ctx context.Context, provider string) (*v1alpha1.VersionResponse, error) {

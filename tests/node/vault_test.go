@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ const vaultProviderUser = "keymount-node-provider-vault"
 const vaultPolicy = `
 path "secret/data/*" { capabilities = ["read"] }
 path "pki/issue/*" { capabilities = ["create", "update"] }
+path "sys/leases/revoke" { capabilities = ["update"] }
 `
 
 // TestVaultProviderInRealPod: keymount-provider-vault, with the shipped
@@ -47,6 +49,36 @@ func TestVaultProviderInRealPod(t *testing.T) {
 	t.Run("JobCompletes", func(t *testing.T) { testVaultJob(t, n, v) })
 	t.Run("ReplicasShareOneCertificate", func(t *testing.T) { testVaultReplicas(t, n, v) })
 	t.Run("RefreshKeepsTheVolumesCertificate", func(t *testing.T) { testVaultRefresh(t, n, v) })
+	t.Run("DeletedPodsCertificateRevoked", func(t *testing.T) { testVaultRevokeAtDeletion(t, n, v) })
+}
+
+// testVaultRevokeAtDeletion: a pod of a class with revokeOnUnpublish is
+// deleted; kubelet unpublishes its volume, keymount's driver tells the
+// provider (keymount's provider extension), and Vault revokes the
+// certificate the pod mounted. The provider runs with --volume-idle far
+// away: only that call can revoke it within the test.
+func testVaultRevokeAtDeletion(t *testing.T, n *nodeenv.Node, v *vaultenv.Vault) {
+	ns := certificateClass(t, n, v, "c.example.com", map[string]string{"revokeOnUnpublish": "true"})
+	pod := createPod(t, n, ns, "app", "vault-cert", "show", "-follow", mountPath+"/serial")
+	n.WaitPod(t, ns, "app", "Running", nodeenv.Running)
+	line := n.WaitLog(t, pod, "probe", "the certificate's serial", func(l string) bool { return strings.HasPrefix(l, fileLine("serial")) })
+	_, quoted, _ := strings.Cut(line, " content=")
+	serial, err := strconv.Unquote(quoted)
+	if err != nil || serial == "" {
+		t.Fatalf("the serial in %q: %v", line, err)
+	}
+	if v.CertificateRevoked(t, serial) {
+		t.Fatal("the certificate is revoked while its pod runs")
+	}
+	if err := n.Kube.CoreV1().Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(context.Context) (bool, error) {
+		return v.CertificateRevoked(t, serial), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for the deleted pod's certificate to be revoked: %v", err)
+	}
 }
 
 // testVaultRefresh: a pod's volume of a PKI certificate keeps the one
@@ -54,15 +86,7 @@ func TestVaultProviderInRealPod(t *testing.T) {
 // (the node's driver refreshes on every one), though the driver's first
 // publish and its refreshes send the provider different target paths.
 func testVaultRefresh(t *testing.T, n *nodeenv.Node, v *vaultenv.Vault) {
-	ns := namespace(t, n)
-	vaultRole(t, v, ns)
-	vaultClass(t, n, ns, "vault-cert", nil, `
-- objectName: serial
-  secretPath: pki/issue/node
-  method: PUT
-  secretArgs: {common_name: b.example.com}
-  secretKey: serial_number
-`)
+	ns := certificateClass(t, n, v, "b.example.com", nil)
 	issued := v.Audit(t).Count("update", "pki/issue/node")
 	pod := createPod(t, n, ns, "app", "vault-cert", "show", "-follow", mountPath+"/serial")
 	n.WaitPod(t, ns, "app", "Running", nodeenv.Running)
@@ -109,15 +133,7 @@ func testVaultJob(t *testing.T, n *nodeenv.Node, v *vaultenv.Vault) {
 // shareAcrossReplicas mount the same PKI certificate, issued once, with one
 // login for both.
 func testVaultReplicas(t *testing.T, n *nodeenv.Node, v *vaultenv.Vault) {
-	ns := namespace(t, n)
-	vaultRole(t, v, ns)
-	vaultClass(t, n, ns, "vault-cert", map[string]string{"shareAcrossReplicas": "true"}, `
-- objectName: serial
-  secretPath: pki/issue/node
-  method: PUT
-  secretArgs: {common_name: a.example.com}
-  secretKey: serial_number
-`)
+	ns := certificateClass(t, n, v, "a.example.com", map[string]string{"shareAcrossReplicas": "true"})
 	audit := v.Audit(t)
 	issued, logins := audit.Count("update", "pki/issue/node"), audit.Count("update", "auth/kubernetes/login")
 	tmpl := n.ProbePod(ns, "", "show", "-follow", mountPath+"/serial")
@@ -173,9 +189,29 @@ func startVaultProvider(t *testing.T, n *nodeenv.Node, v *vaultenv.Vault) {
 	}
 	kubeconfig, _ := n.Env.KubeconfigFor(t, vaultProviderUser, nil)
 	provider := n.Run(t, "keymount-provider-vault", "keymount-provider-vault", nil,
-		"--provider-dir="+n.ProviderDir, "--vault-addr="+v.Addr, "--kubeconfig="+kubeconfig, "-v=10")
+		"--provider-dir="+n.ProviderDir, "--vault-addr="+v.Addr, "--kubeconfig="+kubeconfig, "-v=10",
+		// Only keymount's driver telling of an unpublish lets go of a
+		// volume within a test (DeletedPodsCertificateRevoked).
+		"--volume-idle=1000h")
 	t.Cleanup(func() { provider.Stop(t) })
 	n.WaitSocket(t, provider, filepath.Join(n.ProviderDir, "vault.sock"))
+}
+
+// certificateClass makes a namespace with its Vault role and a class
+// vault-cert (with the extra parameters) whose file serial is the serial
+// number of a PKI certificate for commonName, and returns the namespace.
+func certificateClass(t *testing.T, n *nodeenv.Node, v *vaultenv.Vault, commonName string, extra map[string]string) string {
+	t.Helper()
+	ns := namespace(t, n)
+	vaultRole(t, v, ns)
+	vaultClass(t, n, ns, "vault-cert", extra, `
+- objectName: serial
+  secretPath: pki/issue/node
+  method: PUT
+  secretArgs: {common_name: `+commonName+`}
+  secretKey: serial_number
+`)
+	return ns
 }
 
 // vaultRole adds a Vault role named app for the default service account

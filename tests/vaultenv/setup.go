@@ -1,6 +1,7 @@
 package vaultenv
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -32,6 +33,21 @@ func (v *Vault) PKIRole(t testing.TB, name string, certTTL time.Duration, lease 
 		"ttl": ttl(certTTL), "max_ttl": ttl(certTTL), "generate_lease": lease,
 		"key_type": "ec", "key_bits": 256,
 	})
+}
+
+// CertificateRevoked tells whether the PKI engine lists the certificate of
+// serial (as issued: hex pairs joined by colons) as revoked.
+func (v *Vault) CertificateRevoked(t testing.TB, serial string) bool {
+	t.Helper()
+	sec, err := v.Client.Logical().ReadWithContext(t.Context(), PKIMount+"/cert/"+serial)
+	if err != nil || sec == nil {
+		t.Fatalf("read the certificate %s: %v", serial, err)
+	}
+	rt, ok := sec.Data["revocation_time"] // Unix seconds, 0 while not revoked
+	if !ok {
+		t.Fatalf("the certificate %s has no revocation_time", serial)
+	}
+	return fmt.Sprint(rt) != "0"
 }
 
 // setupAWS points the AWS secrets engine at moto with moto's fake root
