@@ -1,7 +1,6 @@
 package providercmd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,14 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 
+	"github.com/keymount/keymount/internal/klogtest"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/server"
 )
@@ -39,9 +37,7 @@ func TestRunReturnsRunsError(t *testing.T) {
 // TestServeMetrics: /metrics is h, other paths are not found, and a bad
 // address is an error naming the flag.
 func TestServeMetrics(t *testing.T) {
-	var buf syncBuffer
-	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf))))
-	t.Cleanup(klog.ClearLogger)
+	buf := klogtest.Capture(t)
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "m_total 1\n") })
 	stop, err := ServeMetrics(t.Context(), "127.0.0.1:0", h)
 	if err != nil {
@@ -77,9 +73,7 @@ func (nopProvider) Mount(context.Context, *server.MountRequest) (*server.MountRe
 }
 
 func TestServe(t *testing.T) {
-	var buf syncBuffer
-	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf))))
-	t.Cleanup(klog.ClearLogger)
+	buf := klogtest.Capture(t)
 	cfg := server.Config{Name: "t", Version: "v9", SocketDir: sockettest.Dir(t)}
 	socket := filepath.Join(cfg.SocketDir, "t.sock")
 	ctx, cancel := context.WithCancel(t.Context())
@@ -107,22 +101,4 @@ func TestServe(t *testing.T) {
 	if err := Serve(t.Context(), server.Config{Name: "bad name"}, nopProvider{}); err == nil {
 		t.Error("Serve of an invalid provider name: no error")
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for klog's writer and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
