@@ -16,14 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/keymount/keymount/cluster/fanout"
 	"github.com/keymount/keymount/cluster/reflector"
 	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -138,11 +136,7 @@ func runReflector(t *testing.T, env *k8senv.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := ctrltest.NewManager(t, cfg, ctrl.Options{Scheme: scheme})
 	c, err := fanout.NewCache(mgr)
 	if err != nil {
 		t.Fatal(err)
@@ -150,15 +144,7 @@ func runReflector(t *testing.T, env *k8senv.Env) {
 	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	ctrltest.Start(t, mgr)
 }
 
 func dataIs(s *corev1.Secret, want map[string]string) error {
