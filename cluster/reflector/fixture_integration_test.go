@@ -103,38 +103,7 @@ func (f *fixture) update(t *testing.T, ns, name string, change func(*corev1.Secr
 // does not exist); it fails the test with check's last message.
 func (f *fixture) waitFor(t *testing.T, ns, name string, check func(*corev1.Secret) error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
-		s, err := f.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			s, err = nil, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		last = check(s)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("Secret %s/%s: %v (%v)", ns, name, last, err)
-	}
-}
-
-// hasData: the Secret exists with exactly data.
-func hasData(data map[string]string) func(*corev1.Secret) error {
-	return func(s *corev1.Secret) error {
-		if s == nil {
-			return fmt.Errorf("missing, want data %v", data)
-		}
-		got := map[string]string{}
-		for k, v := range s.Data {
-			got[k] = string(v)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(data) {
-			return fmt.Errorf("data %v, want %v", got, data)
-		}
-		return nil
-	}
+	ctrltest.WaitSecret(t, f.cs, ns, name, check)
 }
 
 // absent: the Secret does not exist.

@@ -2,8 +2,16 @@ package ctrltest
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,4 +67,43 @@ func ServeProvider(tb testing.TB, dir, name string, p server.Provider) {
 			tb.Errorf("provider %s: %v", name, err)
 		}
 	})
+}
+
+// WaitSecret polls the Secret ns/name until check passes (a nil Secret:
+// it does not exist), and fails the test with check's last message after a
+// minute.
+func WaitSecret(tb testing.TB, cs kubernetes.Interface, ns, name string, check func(*corev1.Secret) error) {
+	tb.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(tb.Context(), 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		s, err := cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			s, err = nil, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		last = check(s)
+		return last == nil, nil
+	})
+	if err != nil {
+		tb.Fatalf("Secret %s/%s: %v (%v)", ns, name, last, err)
+	}
+}
+
+// HasData is a WaitSecret check: the Secret exists with exactly data.
+func HasData(data map[string]string) func(*corev1.Secret) error {
+	return func(s *corev1.Secret) error {
+		if s == nil {
+			return fmt.Errorf("missing, want data %v", data)
+		}
+		got := map[string]string{}
+		for k, v := range s.Data {
+			got[k] = string(v)
+		}
+		if !maps.Equal(got, data) {
+			return fmt.Errorf("data %v, want %v", got, data)
+		}
+		return nil
+	}
 }
