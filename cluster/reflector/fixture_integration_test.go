@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -136,19 +135,7 @@ func (f *fixture) waitEvent(t *testing.T, ns, name, reason string) {
 
 func waitConfigMap(t *testing.T, f *fixture, ns, name string, check func(*corev1.ConfigMap) error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
-		c, err := f.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			c, err = nil, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		last = check(c)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("ConfigMap %s/%s: %v (%v)", ns, name, last, err)
-	}
+	ctrltest.WaitFor(t, "ConfigMap "+ns+"/"+name, func(ctx context.Context) (*corev1.ConfigMap, error) {
+		return f.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	}, check)
 }

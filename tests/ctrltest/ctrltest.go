@@ -74,20 +74,30 @@ func ServeProvider(tb testing.TB, dir, name string, p server.Provider) {
 // minute.
 func WaitSecret(tb testing.TB, cs kubernetes.Interface, ns, name string, check func(*corev1.Secret) error) {
 	tb.Helper()
+	WaitFor(tb, "Secret "+ns+"/"+name, func(ctx context.Context) (*corev1.Secret, error) {
+		return cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	}, check)
+}
+
+// WaitFor polls get until check passes on what it returns (nil when get
+// finds nothing), and fails the test, naming what, with check's last
+// message after a minute. An error of get other than not found fails too.
+func WaitFor[T any](tb testing.TB, what string, get func(ctx context.Context) (*T, error), check func(*T) error) {
+	tb.Helper()
 	var last error
 	err := wait.PollUntilContextTimeout(tb.Context(), 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		s, err := cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		o, err := get(ctx)
 		if apierrors.IsNotFound(err) {
-			s, err = nil, nil
+			o, err = nil, nil
 		}
 		if err != nil {
 			return false, err
 		}
-		last = check(s)
+		last = check(o)
 		return last == nil, nil
 	})
 	if err != nil {
-		tb.Fatalf("Secret %s/%s: %v (%v)", ns, name, last, err)
+		tb.Fatalf("%s: %v (%v)", what, last, err)
 	}
 }
 
