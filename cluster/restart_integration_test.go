@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/cluster"
@@ -28,6 +27,7 @@ import (
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -161,22 +161,11 @@ func startRestartController(t *testing.T, cfg *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := ctrltest.NewManager(t, cfg, ctrl.Options{Scheme: scheme})
 	if err := restart.SetupWithManager(mgr, restart.Options{DriverName: driver.DefaultDriverName}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the manager: %v", err)
-		}
-	})
+	ctrltest.Start(t, mgr)
 }
 
 func createDeployment(t *testing.T, cs kubernetes.Interface, ns string) (*appsv1.Deployment, *appsv1.ReplicaSet) {

@@ -15,11 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
 	"github.com/keymount/keymount/cluster/fanout"
@@ -27,6 +24,7 @@ import (
 	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/cluster/tokens"
 	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -65,15 +63,7 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme, Cache: cacheOpts,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := ctrltest.NewManager(t, env.Config, ctrl.Options{Scheme: scheme, Cache: cacheOpts})
 	copies, err := fanout.NewCache(mgr)
 	if err != nil {
 		t.Fatal(err)
@@ -93,15 +83,7 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	if err := r.SetupWithManager(mgr, 4); err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	ctrltest.Start(t, mgr)
 	return f
 }
 

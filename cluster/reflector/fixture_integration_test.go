@@ -9,19 +9,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/keymount/keymount/cluster/fanout"
 	"github.com/keymount/keymount/cluster/reflector"
 	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -44,13 +41,7 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := ctrltest.NewManager(t, env.Config, ctrl.Options{Scheme: scheme})
 	c, err := fanout.NewCache(mgr)
 	if err != nil {
 		t.Fatal(err)
@@ -58,15 +49,7 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c, Workers: 2}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	ctrltest.Start(t, mgr)
 	return &fixture{cs: kubernetes.NewForConfigOrDie(env.Config)}
 }
 
@@ -119,38 +102,7 @@ func (f *fixture) update(t *testing.T, ns, name string, change func(*corev1.Secr
 // does not exist); it fails the test with check's last message.
 func (f *fixture) waitFor(t *testing.T, ns, name string, check func(*corev1.Secret) error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
-		s, err := f.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			s, err = nil, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		last = check(s)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("Secret %s/%s: %v (%v)", ns, name, last, err)
-	}
-}
-
-// hasData: the Secret exists with exactly data.
-func hasData(data map[string]string) func(*corev1.Secret) error {
-	return func(s *corev1.Secret) error {
-		if s == nil {
-			return fmt.Errorf("missing, want data %v", data)
-		}
-		got := map[string]string{}
-		for k, v := range s.Data {
-			got[k] = string(v)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(data) {
-			return fmt.Errorf("data %v, want %v", got, data)
-		}
-		return nil
-	}
+	ctrltest.WaitSecret(t, f.cs, ns, name, check)
 }
 
 // absent: the Secret does not exist.
@@ -183,19 +135,7 @@ func (f *fixture) waitEvent(t *testing.T, ns, name, reason string) {
 
 func waitConfigMap(t *testing.T, f *fixture, ns, name string, check func(*corev1.ConfigMap) error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
-		c, err := f.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			c, err = nil, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		last = check(c)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("ConfigMap %s/%s: %v (%v)", ns, name, last, err)
-	}
+	ctrltest.WaitFor(t, "ConfigMap "+ns+"/"+name, func(ctx context.Context) (*corev1.ConfigMap, error) {
+		return f.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	}, check)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/keymount/keymount/cluster/fanout"
 	"github.com/keymount/keymount/cluster/reflector"
+	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -34,25 +35,25 @@ func TestNamespaceLifecycle(t *testing.T) {
 	sel[reflector.AnnotationAutoNamespacesSelector] = "tier=dev"
 	f.source(t, "life-src", "by-label", map[string]string{"k": "dev"}, sel)
 	for _, ns := range []string{"life-1", "life-2"} {
-		f.waitFor(t, ns, "tls", hasData(map[string]string{"k": "v1"}))
-		f.waitFor(t, ns, "by-label", hasData(map[string]string{"k": "dev"}))
+		f.waitFor(t, ns, "tls", ctrltest.HasData(map[string]string{"k": "v1"}))
+		f.waitFor(t, ns, "by-label", ctrltest.HasData(map[string]string{"k": "dev"}))
 	}
 
 	// A matching namespace deleted: it goes, copies and all; the source
 	// still reaches the other one.
 	f.deleteNamespace(t, "life-1")
 	f.update(t, "life-src", "tls", func(s *corev1.Secret) { s.StringData = map[string]string{"k": "v2"} })
-	f.waitFor(t, "life-2", "tls", hasData(map[string]string{"k": "v2"}))
+	f.waitFor(t, "life-2", "tls", ctrltest.HasData(map[string]string{"k": "v2"}))
 	// Re-created, it gets its copy again.
 	f.namespace(t, "life-1", nil)
-	f.waitFor(t, "life-1", "tls", hasData(map[string]string{"k": "v2"}))
+	f.waitFor(t, "life-1", "tls", ctrltest.HasData(map[string]string{"k": "v2"}))
 	f.waitFor(t, "life-1", "by-label", absent)
 
 	// Relabelled to no longer match the selector: that copy goes, the
 	// name-matched one stays.
 	f.relabel(t, "life-2", map[string]string{"tier": "prod"})
 	f.waitFor(t, "life-2", "by-label", absent)
-	f.waitFor(t, "life-2", "tls", hasData(map[string]string{"k": "v2"}))
+	f.waitFor(t, "life-2", "tls", ctrltest.HasData(map[string]string{"k": "v2"}))
 	f.noEvent(t, "life-src", fanout.ReasonCopyFailed)
 
 	// The source's namespace deleted: the source goes with it, and so do

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keymount/keymount/cluster/fanout"
 	"github.com/keymount/keymount/cluster/reflector"
+	"github.com/keymount/keymount/tests/ctrltest"
 )
 
 func auto(allowed, autoNS string) map[string]string {
@@ -46,7 +47,7 @@ func testAuto(t *testing.T, f *fixture) {
 	}
 	src := f.source(t, "a-src", "tls", map[string]string{"tls.crt": "cert"}, auto("a-team-[0-9]+,a-other,a-team-new", "a-team-.*"))
 	for _, ns := range []string{"a-team-1", "a-team-22"} {
-		f.waitFor(t, ns, "tls", hasData(map[string]string{"tls.crt": "cert"}))
+		f.waitFor(t, ns, "tls", ctrltest.HasData(map[string]string{"tls.crt": "cert"}))
 	}
 	got, err := f.cs.CoreV1().Secrets("a-team-1").Get(t.Context(), "tls", metav1.GetOptions{})
 	if err != nil {
@@ -65,10 +66,10 @@ func testAuto(t *testing.T, f *fixture) {
 	f.waitFor(t, "a-other", "tls", absent)
 	// A namespace created later.
 	f.namespace(t, "a-team-new", nil)
-	f.waitFor(t, "a-team-new", "tls", hasData(map[string]string{"tls.crt": "cert"}))
+	f.waitFor(t, "a-team-new", "tls", ctrltest.HasData(map[string]string{"tls.crt": "cert"}))
 	// Not allowed (the allowed list does not match a-team-x), though auto matches.
 	f.namespace(t, "a-team-x", nil)
-	f.waitFor(t, "a-team-new", "tls", hasData(map[string]string{"tls.crt": "cert"}))
+	f.waitFor(t, "a-team-new", "tls", ctrltest.HasData(map[string]string{"tls.crt": "cert"}))
 	f.waitFor(t, "a-team-x", "tls", absent)
 }
 
@@ -81,12 +82,12 @@ func testSelector(t *testing.T, f *fixture) {
 	a[reflector.AnnotationAutoNamespacesSelector] = "tier=prod"
 	f.source(t, "s-src", "pull", map[string]string{"k": "v"}, a)
 	f.namespace(t, "s-two", map[string]string{"tier": "prod"})
-	f.waitFor(t, "s-two", "pull", hasData(map[string]string{"k": "v"}))
+	f.waitFor(t, "s-two", "pull", ctrltest.HasData(map[string]string{"k": "v"}))
 	f.relabel(t, "s-one", map[string]string{"tier": "prod"})
-	f.waitFor(t, "s-one", "pull", hasData(map[string]string{"k": "v"}))
+	f.waitFor(t, "s-one", "pull", ctrltest.HasData(map[string]string{"k": "v"}))
 	f.relabel(t, "s-two", map[string]string{"tier": "dev"})
 	f.waitFor(t, "s-two", "pull", absent)
-	f.waitFor(t, "s-one", "pull", hasData(map[string]string{"k": "v"}))
+	f.waitFor(t, "s-one", "pull", ctrltest.HasData(map[string]string{"k": "v"}))
 }
 
 // testChangeDeleteConflict: a source change reaches every copy; a
@@ -104,21 +105,21 @@ func testChangeDeleteConflict(t *testing.T, f *fixture) {
 	}
 	f.source(t, "c-src", "db", map[string]string{"password": "one"}, auto("", "c-[0-9],c-theirs"))
 	for _, ns := range []string{"c-1", "c-2"} {
-		f.waitFor(t, ns, "db", hasData(map[string]string{"password": "one"}))
+		f.waitFor(t, ns, "db", ctrltest.HasData(map[string]string{"password": "one"}))
 	}
 	f.waitEvent(t, "c-src", "db", fanout.ReasonCopyConflict)
 	f.update(t, "c-src", "db", func(s *corev1.Secret) { s.Data = map[string][]byte{"password": []byte("two"), "user": []byte("u")} })
 	for _, ns := range []string{"c-1", "c-2"} {
-		f.waitFor(t, ns, "db", hasData(map[string]string{"password": "two", "user": "u"}))
+		f.waitFor(t, ns, "db", ctrltest.HasData(map[string]string{"password": "two", "user": "u"}))
 	}
-	f.waitFor(t, "c-theirs", "db", hasData(map[string]string{"mine": "keep"}))
+	f.waitFor(t, "c-theirs", "db", ctrltest.HasData(map[string]string{"mine": "keep"}))
 	if err := f.cs.CoreV1().Secrets("c-src").Delete(t.Context(), "db", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{"c-1", "c-2"} {
 		f.waitFor(t, ns, "db", absent)
 	}
-	f.waitFor(t, "c-theirs", "db", hasData(map[string]string{"mine": "keep"}))
+	f.waitFor(t, "c-theirs", "db", ctrltest.HasData(map[string]string{"mine": "keep"}))
 }
 
 // testHandEdit: a copy edited by hand is put back; one deleted by hand
@@ -127,13 +128,13 @@ func testHandEdit(t *testing.T, f *fixture) {
 	f.namespace(t, "h-src", nil)
 	f.namespace(t, "h-1", nil)
 	f.source(t, "h-src", "api", map[string]string{"key": "right"}, auto("", "h-1"))
-	f.waitFor(t, "h-1", "api", hasData(map[string]string{"key": "right"}))
+	f.waitFor(t, "h-1", "api", ctrltest.HasData(map[string]string{"key": "right"}))
 	f.update(t, "h-1", "api", func(s *corev1.Secret) { s.Data = map[string][]byte{"key": []byte("wrong"), "extra": []byte("x")} })
-	f.waitFor(t, "h-1", "api", hasData(map[string]string{"key": "right"}))
+	f.waitFor(t, "h-1", "api", ctrltest.HasData(map[string]string{"key": "right"}))
 	if err := f.cs.CoreV1().Secrets("h-1").Delete(t.Context(), "api", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitFor(t, "h-1", "api", hasData(map[string]string{"key": "right"}))
+	f.waitFor(t, "h-1", "api", ctrltest.HasData(map[string]string{"key": "right"}))
 }
 
 // testTurnedOff: a source whose auto-reflection is turned off loses its
@@ -143,11 +144,11 @@ func testTurnedOff(t *testing.T, f *fixture) {
 	f.namespace(t, "o-src", nil)
 	f.namespace(t, "o-1", nil)
 	f.source(t, "o-src", "key", map[string]string{"k": "v"}, auto("", "o-1"))
-	f.waitFor(t, "o-1", "key", hasData(map[string]string{"k": "v"}))
+	f.waitFor(t, "o-1", "key", ctrltest.HasData(map[string]string{"k": "v"}))
 	f.update(t, "o-src", "key", func(s *corev1.Secret) { s.Annotations[reflector.AnnotationAutoEnabled] = "false" })
 	f.waitFor(t, "o-1", "key", absent)
 	f.update(t, "o-src", "key", func(s *corev1.Secret) { s.Annotations[reflector.AnnotationAutoEnabled] = "true" })
-	f.waitFor(t, "o-1", "key", hasData(map[string]string{"k": "v"}))
+	f.waitFor(t, "o-1", "key", ctrltest.HasData(map[string]string{"k": "v"}))
 	f.update(t, "o-src", "key", func(s *corev1.Secret) { s.Annotations = nil })
 	f.waitFor(t, "o-1", "key", absent)
 }
@@ -164,7 +165,7 @@ func testManual(t *testing.T, f *fixture) {
 	refl := map[string]string{reflector.AnnotationReflects: "m-src/cfg"}
 	f.source(t, "m-ok", "mirror", nil, refl)
 	f.source(t, "m-no", "mirror", map[string]string{"own": "data"}, refl)
-	f.waitFor(t, "m-ok", "mirror", hasData(map[string]string{"a": "1"}))
+	f.waitFor(t, "m-ok", "mirror", ctrltest.HasData(map[string]string{"a": "1"}))
 	f.waitFor(t, "m-ok", "mirror", func(s *corev1.Secret) error {
 		if s.Annotations[reflector.AnnotationAutoReflects] != "False" {
 			return fmt.Errorf("auto-reflects %q, want False", s.Annotations[reflector.AnnotationAutoReflects])
@@ -172,14 +173,14 @@ func testManual(t *testing.T, f *fixture) {
 		return nil
 	})
 	f.waitEvent(t, "m-no", "mirror", reflector.ReasonReflectionDenied)
-	f.waitFor(t, "m-no", "mirror", hasData(map[string]string{"own": "data"}))
+	f.waitFor(t, "m-no", "mirror", ctrltest.HasData(map[string]string{"own": "data"}))
 	f.update(t, "m-src", "cfg", func(s *corev1.Secret) { s.Data = map[string][]byte{"a": []byte("2")} })
-	f.waitFor(t, "m-ok", "mirror", hasData(map[string]string{"a": "2"}))
+	f.waitFor(t, "m-ok", "mirror", ctrltest.HasData(map[string]string{"a": "2"}))
 	if err := f.cs.CoreV1().Secrets("m-src").Delete(t.Context(), "cfg", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.waitEvent(t, "m-ok", "mirror", reflector.ReasonSourceNotFound)
-	f.waitFor(t, "m-ok", "mirror", hasData(map[string]string{"a": "2"}))
+	f.waitFor(t, "m-ok", "mirror", ctrltest.HasData(map[string]string{"a": "2"}))
 }
 
 // testSwitch: copies reflector wrote (no keymount label) are adopted and
@@ -201,7 +202,7 @@ func testSwitch(t *testing.T, f *fixture) {
 	written("w-2", "elsewhere/cert")
 	src := f.source(t, "w-src", "cert", map[string]string{"tls.crt": "new"}, auto("", "w-[0-9]"))
 	f.waitFor(t, "w-1", "cert", func(s *corev1.Secret) error {
-		if err := hasData(map[string]string{"tls.crt": "new"})(s); err != nil {
+		if err := ctrltest.HasData(map[string]string{"tls.crt": "new"})(s); err != nil {
 			return err
 		}
 		if s.Labels[fanout.LabelCopy] != reflector.WriterName || s.Annotations[reflector.AnnotationReflectedVersion] != src.ResourceVersion {
@@ -210,7 +211,7 @@ func testSwitch(t *testing.T, f *fixture) {
 		return nil
 	})
 	f.waitEvent(t, "w-src", "cert", fanout.ReasonCopyConflict)
-	f.waitFor(t, "w-2", "cert", hasData(map[string]string{"old": "x"}))
+	f.waitFor(t, "w-2", "cert", ctrltest.HasData(map[string]string{"old": "x"}))
 }
 
 // testConfigMap: ConfigMaps are reflected as Secrets are.

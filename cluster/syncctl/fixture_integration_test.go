@@ -11,30 +11,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/cluster/syncctl"
-	"github.com/keymount/keymount/cluster/synchash"
-	"github.com/keymount/keymount/cluster/tokens"
-	"github.com/keymount/keymount/driver/providerclient"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/local"
-	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -77,91 +70,21 @@ func startFixture(t *testing.T, cfg syncctl.Config) *fixture {
 	if f.c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
-	sockDir, err := sockettest.MkdirTemp("kmctl-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
-	f.socks = sockDir
+	f.socks = sockettest.Dir(t)
 	p, err := local.New(f.store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveProvider(t, sockDir, "local", p)
+	ctrltest.ServeProvider(t, f.socks, "local", p)
 
 	const controllerNS = "keymount-system"
 	f.namespace(t, controllerNS)
-	cacheOpts, err := syncctl.CacheOptions(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme, Cache: cacheOpts,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := providerclient.New(providerclient.Config{Dirs: []string{sockDir}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pc.Close() })
-	toks, err := tokens.NewManager(f.cs.CoreV1(), tokens.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hashes, err := synchash.NewKeySource(f.cs.CoreV1(), controllerNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, err := syncctl.NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg.Audiences = []string{audience}
 	cfg.Pod.Name, cfg.Pod.Namespace, cfg.Pod.UID = "keymount-controller-0", controllerNS, "0000-test"
-	r, err := syncctl.New(cfg, syncctl.Deps{
-		Client: mgr.GetClient(), Live: mgr.GetAPIReader(),
-		Providers: countingProviders{next: pc, calls: &f.calls}, Tokens: toks, Hashes: hashes,
-		Events: mgr.GetEventRecorder("keymount-controller"), Metrics: metrics,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	if err := r.SetupWithManager(ctx, mgr, 4); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	ctrltest.SyncController{Config: cfg, SocketDir: f.socks, Workers: 4, WrapProviders: func(pc syncctl.Providers) syncctl.Providers {
+		return countingProviders{next: pc, calls: &f.calls}
+	}}.Start(t, env.Config, scheme)
 	return f
-}
-
-// serveProvider serves p as provider name in dir until the test ends.
-func serveProvider(t *testing.T, dir, name string, p server.Provider) {
-	t.Helper()
-	srv, err := server.New(server.Config{Name: name, Version: "test", SocketDir: dir}, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("provider %s: %v", name, err)
-		}
-	})
 }
 
 func (f *fixture) namespace(t *testing.T, name string) {

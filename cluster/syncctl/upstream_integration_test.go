@@ -21,6 +21,7 @@ import (
 	"github.com/keymount/keymount/cluster/syncctl"
 	"github.com/keymount/keymount/cluster/syncrequest"
 	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/ctrltest"
 )
 
 // e2eProvider answers as the sync controller's e2e provider: the class's
@@ -86,7 +87,7 @@ func manifest(t *testing.T, file, ns string, obj client.Object) {
 func TestUpstreamE2EManifests(t *testing.T) {
 	f := startFixture(t, syncctl.Config{})
 	p := &e2eProvider{}
-	serveProvider(t, f.socks, "e2e-provider", p)
+	ctrltest.ServeProvider(t, f.socks, "e2e-provider", p)
 	const ns, other = "test-v1alpha1", "test-other"
 	for _, n := range []string{ns, other} {
 		f.namespace(t, n)

@@ -1,37 +1,20 @@
 package tokens
 
 import (
-	"bytes"
 	"flag"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
+
+	"github.com/keymount/keymount/internal/klogtest"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // captureLogs sends klog, at verbosity 10, to the returned buffer until the
 // test ends.
-func captureLogs(t *testing.T) *syncBuffer {
+func captureLogs(t *testing.T) *klogtest.Buffer {
 	t.Helper()
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
@@ -39,15 +22,12 @@ func captureLogs(t *testing.T) *syncBuffer {
 	if err := fs.Set("v", "10"); err != nil {
 		t.Fatal(err)
 	}
-	buf := &syncBuffer{}
-	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(10), textlogger.Output(buf))))
 	t.Cleanup(func() {
-		klog.ClearLogger()
 		if err := fs.Set("v", old); err != nil {
 			t.Error(err)
 		}
 	})
-	return buf
+	return klogtest.Capture(t, textlogger.Verbosity(10))
 }
 
 // TestNoTokenInLogs: every path that logs (a token obtained, a renewal

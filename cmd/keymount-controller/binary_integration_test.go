@@ -29,7 +29,7 @@ import (
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/local"
-	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -41,27 +41,13 @@ const eventually = 90 * time.Second
 // creates a SecretSync's Secret, counts it in /metrics, and on SIGTERM
 // exits 0 and releases the Lease.
 func TestBinaryAgainstAPIServer(t *testing.T) {
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
-	cs := kubernetes.NewForConfigOrDie(env.Config)
-	scheme, err := kube.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, cs, c := startCluster(t)
 	ctx := t.Context()
-	createNamespaces(t, cs)
 	store := t.TempDir()
 	if err := os.WriteFile(filepath.Join(store, "password"), []byte("from-the-store"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sockDir, err := sockettest.MkdirTemp("kmcb-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	sockDir := sockettest.Dir(t)
 	serveLocal(t, sockDir, store)
 
 	kubeconfig, _ := env.KubeconfigFor(t, "keymount-controller", []string{"system:masters"})
@@ -97,18 +83,8 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 			Type: "Opaque", Data: []ss1.SecretObjectData{{SourcePath: "password", TargetKey: "password"}},
 		}},
 	}
-	for _, o := range []client.Object{class, ss} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	poll(t, "the Secret", func(ctx context.Context) (bool, error) {
-		var s corev1.Secret
-		if err := c.Get(ctx, types.NamespacedName{Namespace: "app", Name: "db"}, &s); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		return string(s.Data["password"]) == "from-the-store", nil
-	})
+	create(t, c, class, ss)
+	poll(t, "the Secret", secretHolds(c, "password", "from-the-store"))
 	poll(t, "the sync counted in /metrics", func(ctx context.Context) (bool, error) {
 		code, body := get(ctx, "http://"+metricsAddr+"/metrics")
 		return code == http.StatusOK && strings.Contains(body, `keymount_controller_syncs_total{result="created"} 1`) &&
@@ -130,6 +106,46 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 	}
 }
 
+// startCluster starts an API server with keymount's CRDs, the
+// controller's namespace and "app" with the service account "app"; it
+// returns the environment, a clientset and a client with keymount's types.
+func startCluster(t testing.TB) (*k8senv.Env, kubernetes.Interface, client.Client) {
+	t.Helper()
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	scheme, err := kube.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createNamespaces(t, cs)
+	return env, cs, c
+}
+
+// create creates objs, in order.
+func create(t testing.TB, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// secretHolds is a poll condition: Secret app/db's key holds want.
+func secretHolds(c client.Client, key, want string) func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		var s corev1.Secret
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "app", Name: "db"}, &s); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return string(s.Data[key]) == want, nil
+	}
+}
+
 // createNamespaces makes the controller's namespace and "app" with the
 // service account "app".
 func createNamespaces(t testing.TB, cs kubernetes.Interface) {
@@ -145,15 +161,23 @@ func createNamespaces(t testing.TB, cs kubernetes.Interface) {
 	}
 }
 
+// buildBinary builds keymount-controller into a temporary directory.
 func buildBinary(t testing.TB) string {
+	t.Helper()
+	return goBuild(t, ".", "keymount-controller")
+}
+
+// goBuild builds the command in dir (relative to this package) into a
+// temporary directory as name.
+func goBuild(t testing.TB, dir, name string) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Fatalf("this test builds the binary and needs the go command: %v", err)
+		t.Fatalf("this test builds %s and needs the go command: %v", name, err)
 	}
-	bin := filepath.Join(t.TempDir(), "keymount-controller")
-	if out, err := exec.CommandContext(t.Context(), goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin := filepath.Join(t.TempDir(), name)
+	if out, err := exec.CommandContext(t.Context(), goBin, "build", "-o", bin, dir).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", dir, err, out)
 	}
 	return bin
 }
@@ -204,19 +228,7 @@ func serveLocal(t testing.TB, dir, root string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Name: "local", Version: "test", SocketDir: dir}, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("local provider: %v", err)
-		}
-	})
+	ctrltest.ServeProvider(t, dir, "local", p)
 }
 
 // freeAddr returns a 127.0.0.1 address with a port free a moment ago.

@@ -23,9 +23,7 @@ import (
 	"github.com/keymount/keymount/cluster/fanout"
 	"github.com/keymount/keymount/cluster/reflector"
 	"github.com/keymount/keymount/cluster/syncrequest"
-	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
-	"github.com/keymount/keymount/tests/k8senv"
 )
 
 // TestBinaryFanout runs keymount-controller with --enable-fanout against a
@@ -34,18 +32,8 @@ import (
 // provider, is copied into the matching namespaces, one created later
 // included, and not into the others; its next content reaches the copies.
 func TestBinaryFanout(t *testing.T) {
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
-	cs := kubernetes.NewForConfigOrDie(env.Config)
-	scheme, err := kube.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, cs, c := startCluster(t)
 	ctx := t.Context()
-	createNamespaces(t, cs)
 	for _, ns := range []string{"team-a", "other"} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -55,11 +43,7 @@ func TestBinaryFanout(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(store, "token"), []byte("pull-v1"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sockDir, err := sockettest.MkdirTemp("kmcf-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	sockDir := sockettest.Dir(t)
 	serveLocal(t, sockDir, store)
 	kubeconfig, _ := env.KubeconfigFor(t, "keymount-controller", []string{"system:masters"})
 	startBinary(t, buildBinary(t), []string{
@@ -81,11 +65,7 @@ func TestBinaryFanout(t *testing.T) {
 			},
 		}},
 	}
-	for _, o := range []client.Object{class, ss} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	create(t, c, class, ss)
 	copyIs := func(ns, want string) func(ctx context.Context) (bool, error) {
 		return func(ctx context.Context) (bool, error) {
 			s, err := cs.CoreV1().Secrets(ns).Get(ctx, "pull", metav1.GetOptions{})
@@ -117,10 +97,8 @@ func TestBinaryFanout(t *testing.T) {
 // process's resident memory then:
 // go test -tags integration -run XXX -bench FanoutRSS -benchtime 1x ./cmd/keymount-controller/
 func BenchmarkFanoutRSS(b *testing.B) {
-	env := k8senv.Start(b, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
-	cs := kubernetes.NewForConfigOrDie(env.Config)
+	env, cs, _ := startCluster(b)
 	ctx := b.Context()
-	createNamespaces(b, cs)
 	for _, ns := range []string{"bulk", "team-0", "team-1", "team-2", "team-3", "team-4", "team-5", "team-6", "team-7", "team-8", "team-9"} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
@@ -132,11 +110,7 @@ func BenchmarkFanoutRSS(b *testing.B) {
 	if _, err := cs.CoreV1().Secrets("app").Create(ctx, src, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	sockDir, err := sockettest.MkdirTemp("kmcr-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	sockDir := sockettest.Dir(b)
 	kubeconfig, _ := env.KubeconfigFor(b, "keymount-controller", []string{"system:masters"})
 	bin := buildBinary(b)
 	have := 0

@@ -6,14 +6,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -22,6 +17,7 @@ import (
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/internal/pprofserve"
+	"github.com/keymount/keymount/internal/providercmd"
 	"github.com/keymount/keymount/internal/satoken"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
@@ -64,34 +60,9 @@ func main() {
 	}
 	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
 	cfg.upstream.ignored.Log()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, cfg)
-	stop()
-	if err != nil {
-		klog.ErrorS(err, "keymount-provider-aws stopped")
-		klog.Flush()
+	if err := providercmd.Run("keymount-provider-aws", func(ctx context.Context) error { return run(ctx, cfg) }); err != nil {
 		os.Exit(1)
 	}
-	klog.Flush()
-}
-
-// serveMetrics serves h on addr's /metrics until the returned func is
-// called.
-func serveMetrics(ctx context.Context, addr string, h http.Handler) (func(), error) {
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "metrics server stopped")
-		}
-	}()
-	klog.InfoS("serving metrics", "addr", l.Addr().String())
-	return func() { _ = srv.Close() }, nil
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) *config {
@@ -146,7 +117,7 @@ func run(ctx context.Context, cfg *config) error {
 	if cfg.metricsAddr != "" {
 		m := metrics.NewAWS()
 		storeCfg.Observer = m
-		stop, err := serveMetrics(ctx, cfg.metricsAddr, m.Handler())
+		stop, err := providercmd.ServeMetrics(ctx, cfg.metricsAddr, m.Handler())
 		if err != nil {
 			return err
 		}
@@ -168,16 +139,7 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(cfg.server, p)
-	if err != nil {
-		return err
-	}
-	klog.InfoS("serving", "provider", cfg.server.Name, "socket", srv.SocketPath(), "region", cfg.region, "node", cfg.nodeName, "version", version)
-	if err := srv.Serve(ctx); err != nil {
-		return err
-	}
-	klog.InfoS("stopped", "provider", cfg.server.Name)
-	return nil
+	return providercmd.Serve(ctx, cfg.server, p, "region", cfg.region, "node", cfg.nodeName)
 }
 
 // appID names the provider in the SDK's user agent (at most 50 characters).

@@ -9,13 +9,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/internal/logredact"
+	"github.com/keymount/keymount/internal/providercmd"
 	"github.com/keymount/keymount/provider/local"
 	"github.com/keymount/keymount/provider/server"
 )
@@ -41,15 +40,9 @@ func main() {
 		return
 	}
 	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, cfg)
-	stop()
-	if err != nil {
-		klog.ErrorS(err, "keymount-provider-local stopped")
-		klog.Flush()
+	if err := providercmd.Run("keymount-provider-local", func(ctx context.Context) error { return run(ctx, cfg) }); err != nil {
 		os.Exit(1)
 	}
-	klog.Flush()
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) *config {
@@ -74,17 +67,7 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(cfg.server, p)
-	if err != nil {
-		return err
-	}
-	klog.InfoS("serving", "provider", cfg.server.Name, "socket", srv.SocketPath(), "root", p.Root(),
-		"allowedNamespaces", p.AllowedNamespaces(), "version", version)
-	if err := srv.Serve(ctx); err != nil {
-		return err
-	}
-	klog.InfoS("stopped", "provider", cfg.server.Name)
-	return nil
+	return providercmd.Serve(ctx, cfg.server, p, "root", p.Root(), "allowedNamespaces", p.AllowedNamespaces())
 }
 
 // namespaceList splits a comma-separated list, dropping blanks.

@@ -6,22 +6,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/internal/metrics"
+	"github.com/keymount/keymount/internal/providercmd"
 	"github.com/keymount/keymount/internal/satoken"
 	"github.com/keymount/keymount/provider/aws/kubeclient"
 	"github.com/keymount/keymount/provider/server"
@@ -51,15 +46,9 @@ func main() {
 	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
 	cfg.upstream.ignored.Log()
 	ignoreEnvironmentToken()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, cfg)
-	stop()
-	if err != nil {
-		klog.ErrorS(err, "keymount-provider-vault stopped")
-		klog.Flush()
+	if err := providercmd.Run("keymount-provider-vault", func(ctx context.Context) error { return run(ctx, cfg) }); err != nil {
 		os.Exit(1)
 	}
-	klog.Flush()
 }
 
 // ignoreEnvironmentToken drops VAULT_TOKEN from the environment: every
@@ -110,7 +99,7 @@ func run(ctx context.Context, cfg *config) error {
 	if cfg.metricsAddr != "" {
 		m := metrics.NewVault()
 		cfg.provider.Observer = m
-		stop, err := serveMetrics(ctx, cfg.metricsAddr, m.Handler())
+		stop, err := providercmd.ServeMetrics(ctx, cfg.metricsAddr, m.Handler())
 		if err != nil {
 			return err
 		}
@@ -124,33 +113,5 @@ func run(ctx context.Context, cfg *config) error {
 	// keymount's driver tells the provider of every unpublish: leases of
 	// revokeOnUnpublish classes are revoked then, not once idle.
 	cfg.server.Unpublisher = p
-	srv, err := server.New(cfg.server, p)
-	if err != nil {
-		return err
-	}
-	klog.InfoS("serving", "provider", cfg.server.Name, "socket", srv.SocketPath(), "vaultAddress", cfg.provider.Address, "version", version)
-	if err := srv.Serve(ctx); err != nil {
-		return err
-	}
-	klog.InfoS("stopped", "provider", cfg.server.Name)
-	return nil
-}
-
-// serveMetrics serves h on addr's /metrics until the returned func is
-// called.
-func serveMetrics(ctx context.Context, addr string, h http.Handler) (func(), error) {
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "metrics server stopped")
-		}
-	}()
-	klog.InfoS("serving metrics", "addr", l.Addr().String())
-	return func() { _ = srv.Close() }, nil
+	return providercmd.Serve(ctx, cfg.server, p, "vaultAddress", cfg.provider.Address)
 }

@@ -20,10 +20,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"golang.org/x/mod/modfile"
 
 	"github.com/keymount/keymount/internal/ociimage"
+	"github.com/keymount/keymount/internal/ociimage/ocitest"
 )
 
 // TestDockerfile builds every final stage of the root Dockerfile with
@@ -201,28 +201,19 @@ func compareImages(t *testing.T, got, want v1.Image) {
 // for a regular file, the SHA-256 of its content.
 func fileTree(t *testing.T, img v1.Image) map[string]string {
 	t.Helper()
-	rc := mutate.Extract(img)
-	defer func() { _ = rc.Close() }()
-	tr := tar.NewReader(rc)
 	files := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	ocitest.Walk(t, img, func(h *tar.Header, r io.Reader) {
 		entry := fmt.Sprintf("%c %v %d:%d", h.Typeflag, h.FileInfo().Mode(), h.Uid, h.Gid)
 		if h.Typeflag == tar.TypeReg {
 			s := sha256.New()
-			if _, err := io.Copy(s, tr); err != nil {
+			if _, err := io.Copy(s, r); err != nil {
 				t.Fatal(err)
 			}
 			entry += " " + hex.EncodeToString(s.Sum(nil))
 		}
 		files[strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")] = entry
-	}
+	})
+	return files
 }
 
 func writeFile(t *testing.T, path string, data []byte, mode os.FileMode) {

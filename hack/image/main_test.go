@@ -2,7 +2,6 @@ package main
 
 import (
 	"archive/tar"
-	"errors"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -12,11 +11,10 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/keymount/keymount/internal/ociimage"
+	"github.com/keymount/keymount/internal/ociimage/ocitest"
 )
 
 // TestImages builds the images for the host's platform into a temporary
@@ -73,25 +71,7 @@ func checkImage(t *testing.T, out, version string, im ociimage.Program) {
 // and holds the host's platform only, and returns that image.
 func hostImage(t *testing.T, dir, ref string) v1.Image {
 	t.Helper()
-	p, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm, err := root.IndexManifest()
-	if err != nil || len(rm.Manifests) != 1 {
-		t.Fatalf("%s: layout index %+v, %v", dir, rm, err)
-	}
-	if got := rm.Manifests[0].Annotations["org.opencontainers.image.ref.name"]; got != ref {
-		t.Errorf("%s: named %q, want %q", dir, got, ref)
-	}
-	idx, err := root.ImageIndex(rm.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	idx, _ := ocitest.LayoutIndex(t, dir, ref)
 	im, err := idx.IndexManifest()
 	if err != nil || len(im.Manifests) != 1 || im.Manifests[0].Platform.Architecture != runtime.GOARCH {
 		t.Fatalf("%s: platforms %+v, %v", dir, im, err)
@@ -106,20 +86,11 @@ func hostImage(t *testing.T, dir, ref string) v1.Image {
 // layerFiles lists the regular files of the image's filesystem.
 func layerFiles(t *testing.T, img v1.Image) map[string]bool {
 	t.Helper()
-	rc := mutate.Extract(img)
-	defer func() { _ = rc.Close() }()
-	tr := tar.NewReader(rc)
 	files := map[string]bool{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	ocitest.Walk(t, img, func(h *tar.Header, _ io.Reader) {
 		if h.Typeflag == tar.TypeReg {
 			files[h.Name] = true
 		}
-	}
+	})
+	return files
 }

@@ -19,11 +19,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"helm.sh/helm/v3/pkg/chart/loader"
 
 	"github.com/keymount/keymount/internal/ociimage"
+	"github.com/keymount/keymount/internal/ociimage/ocitest"
 )
 
 const (
@@ -98,25 +98,7 @@ func cleanCopy(t *testing.T) string {
 // make image's user and version label. It returns the index digest.
 func checkLayout(t *testing.T, dir string, p ociimage.Program) v1.Hash {
 	t.Helper()
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm, err := root.IndexManifest()
-	if err != nil || len(rm.Manifests) != 1 {
-		t.Fatalf("%s: %+v, %v", dir, rm, err)
-	}
-	if got, want := rm.Manifests[0].Annotations["org.opencontainers.image.ref.name"], testRegistry+"/"+p.Name+":"+testVersion; got != want {
-		t.Errorf("%s: named %q, want %q", dir, got, want)
-	}
-	idx, err := root.ImageIndex(rm.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	idx, digest := ocitest.LayoutIndex(t, dir, testRegistry+"/"+p.Name+":"+testVersion)
 	im, err := idx.IndexManifest()
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +122,7 @@ func checkLayout(t *testing.T, dir string, p ociimage.Program) v1.Hash {
 	if slices.Sort(arches); !slices.Equal(arches, []string{"linux/amd64", "linux/arm64"}) {
 		t.Errorf("%s: platforms %v, want linux/amd64 and linux/arm64", p.Name, arches)
 	}
-	return rm.Manifests[0].Digest
+	return digest
 }
 
 // checkArtifacts checks what the release writes beside the images.

@@ -1,12 +1,10 @@
 package grpcrecover
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -14,9 +12,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 
+	"github.com/keymount/keymount/internal/klogtest"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 )
 
@@ -47,33 +44,6 @@ func (panicky) Check(_ context.Context, req *healthpb.HealthCheckRequest) (*heal
 
 func (panicky) Watch(*healthpb.HealthCheckRequest, healthpb.Health_WatchServer) error {
 	panic("watch boom")
-}
-
-// syncBuffer is a bytes.Buffer safe for klog's writer and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// captureLog sends klog output to a buffer until the test ends.
-func captureLog(t *testing.T) *syncBuffer {
-	t.Helper()
-	var buf syncBuffer
-	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf))))
-	t.Cleanup(klog.ClearLogger)
-	return &buf
 }
 
 // serve runs a real gRPC server with the interceptors on a unix socket and
@@ -126,7 +96,7 @@ func TestUnaryServerInterceptor(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			logged := captureLog(t)
+			logged := klogtest.Capture(t)
 			resp, err := client.Check(t.Context(), &healthpb.HealthCheckRequest{Service: tc.name + "/" + secret})
 			if got := status.Code(err); got != tc.wantCode {
 				t.Fatalf("code = %v, want %v (err %v)", got, tc.wantCode, err)
@@ -157,7 +127,7 @@ func TestUnaryServerInterceptor(t *testing.T) {
 
 func TestStreamServerInterceptor(t *testing.T) {
 	client := serve(t)
-	logged := captureLog(t)
+	logged := klogtest.Capture(t)
 	const method = "/grpc.health.v1.Health/Watch"
 
 	stream, err := client.Watch(t.Context(), &healthpb.HealthCheckRequest{Service: secret})

@@ -2,7 +2,6 @@ package ociimage_test
 
 import (
 	"archive/tar"
-	"errors"
 	"io"
 	"path/filepath"
 	"slices"
@@ -11,11 +10,10 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/keymount/keymount/internal/ociimage"
+	"github.com/keymount/keymount/internal/ociimage/ocitest"
 )
 
 func TestBuildWriteReadBack(t *testing.T) {
@@ -63,19 +61,11 @@ func TestBuildWriteReadBack(t *testing.T) {
 		t.Errorf("config read back: %+v", cfg)
 	}
 
-	tr := tar.NewReader(mutate.Extract(back))
 	got := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(tr)
+	ocitest.Walk(t, back, func(h *tar.Header, r io.Reader) {
+		data, _ := io.ReadAll(r)
 		got[strings.TrimSuffix(h.Name, "/")] = string(data) + "|" + h.FileInfo().Mode().String()
-	}
+	})
 	want := map[string]string{
 		"usr":                               "|drwxr-xr-x",
 		"usr/bin":                           "|drwxr-xr-x",
@@ -130,22 +120,7 @@ func TestIndexLayout(t *testing.T) {
 	if err := ociimage.WriteLayout(dir, "ghcr.io/keymount/x:v1", idx); err != nil {
 		t.Fatal(err)
 	}
-	p, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm, err := root.IndexManifest()
-	if err != nil || len(rm.Manifests) != 1 || rm.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "ghcr.io/keymount/x:v1" {
-		t.Fatalf("layout index = %+v, %v; want one index named ghcr.io/keymount/x:v1", rm, err)
-	}
-	inner, err := root.ImageIndex(rm.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inner, _ := ocitest.LayoutIndex(t, dir, "ghcr.io/keymount/x:v1")
 	im, err := inner.IndexManifest()
 	if err != nil {
 		t.Fatal(err)

@@ -1,45 +1,17 @@
 package panics
 
 import (
-	"bytes"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
+
+	"github.com/keymount/keymount/internal/klogtest"
 )
 
-// syncBuffer is a bytes.Buffer safe for klog's writer and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func captureLog(t *testing.T) *syncBuffer {
-	t.Helper()
-	var buf syncBuffer
-	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf))))
-	t.Cleanup(klog.ClearLogger)
-	return &buf
-}
-
 func TestRecover(t *testing.T) {
-	logged := captureLog(t)
+	logged := klogtest.Capture(t)
 	before := testutil.ToFloat64(recovered.WithLabelValues(Trigger))
 	returned := func() (n int) {
 		defer Recover(Trigger, "refresh of volume v")
@@ -63,7 +35,7 @@ func TestRecover(t *testing.T) {
 }
 
 func TestRecoverAs(t *testing.T) {
-	captureLog(t)
+	klogtest.Capture(t)
 	work := func(fail bool) (err error) {
 		defer RecoverAs(Reporter, "status write", &err)
 		if fail {
@@ -81,7 +53,7 @@ func TestRecoverAs(t *testing.T) {
 }
 
 func TestNoPanicReportsNothing(t *testing.T) {
-	logged := captureLog(t)
+	logged := klogtest.Capture(t)
 	before := testutil.CollectAndCount(recovered)
 	func() { defer Recover(Sweep, "nothing") }()
 	if log := logged.String(); log != "" {

@@ -10,17 +10,14 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 
+	"github.com/keymount/keymount/internal/klogtest"
 	"github.com/keymount/keymount/internal/unixsocket"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
 func TestMountPanicIsInternal(t *testing.T) {
-	var buf syncBuffer
-	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf))))
-	t.Cleanup(klog.ClearLogger)
+	buf := klogtest.Capture(t)
 
 	r := serve(t, socketDir(t), providerFunc(func(_ context.Context, req *MountRequest) (*MountResult, error) {
 		if req.Attributes["panic"] == "yes" {

@@ -1,18 +1,16 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 
+	"github.com/keymount/keymount/internal/klogtest"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -44,28 +42,8 @@ func TestMountFailureCarriesBoth(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for klog's writer goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestFailedMountLogsOnceWithoutSecrets(t *testing.T) {
-	var buf syncBuffer
-	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf))))
-	t.Cleanup(klog.ClearLogger)
+	buf := klogtest.Capture(t)
 
 	r := serve(t, socketDir(t), providerFunc(func(context.Context, *MountRequest) (*MountResult, error) {
 		return nil, fmt.Errorf("object %q not found under root: %w", "db/password", ErrNotFound)

@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/keymount/keymount/internal/satoken"
+	"github.com/keymount/keymount/provider/internal/mounttoken"
 	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/provider/vault/spec"
 )
@@ -23,9 +23,7 @@ const (
 
 // Verifier proves the identity a mount's token names. *satoken.Verifier
 // implements it.
-type Verifier interface {
-	Verify(ctx context.Context, token string, want satoken.Expect) (*satoken.Identity, error)
-}
+type Verifier = mounttoken.Verifier
 
 // Config configures the provider. Zero fields take the defaults.
 type Config struct {

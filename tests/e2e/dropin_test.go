@@ -18,6 +18,7 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/ctrltest"
 )
 
 // TestDriverWithUpstreamFlags: the driver started with exactly the
@@ -103,19 +104,7 @@ func (p *selfWriter) Mount(_ context.Context, req *server.MountRequest) (*server
 // until the test ends.
 func serveProvider(t *testing.T, n *node, name string, p server.Provider) {
 	t.Helper()
-	srv, err := server.New(server.Config{Name: name, Version: "e2e", SocketDir: n.providerDir}, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("provider %s: %v", name, err)
-		}
-	})
+	ctrltest.ServeProvider(t, n.providerDir, name, p)
 }
 
 // TestProviderWritingItsOwnFiles: with a provider that writes the files

@@ -12,11 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/keymount/keymount/cluster/restart"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/ctrltest"
 )
 
 // controllerUser is keymount-controller's ServiceAccount, which
@@ -33,22 +33,11 @@ func (s *suite) startRestartController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := ctrltest.NewManager(t, cfg, ctrl.Options{Scheme: scheme})
 	if err := restart.SetupWithManager(mgr, restart.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the restart controller: %v", err)
-		}
-	})
+	ctrltest.Start(t, mgr)
 }
 
 // TestRestartOnChangeAcrossNodes: a Deployment's two replicas run on two

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,13 +34,6 @@ const (
 // included, as the AWS provider's aliases may be.
 var selfWriteObjects = []string{"db/password", "db/user", "api-key", "tls/cert", "token", "config"}
 
-// generation is the volume's content at one point: object -> version, and
-// path -> content.
-type generation struct {
-	versions map[string]string
-	contents map[string]string
-}
-
 // awsLikeProvider behaves as the existing AWS provider does in its default
 // mode: it returns no files; an object whose version the request lists as
 // mounted is read back from target_path (the call fails if it cannot be,
@@ -53,14 +44,14 @@ type generation struct {
 // volume.
 type awsLikeProvider struct {
 	mu      sync.Mutex
-	current generation
+	current harness.Generation
 	target  string // the pod's target: only the test's probes look at it
 	probe   func(target string, first bool) error
 	reads   atomic.Int64
 	written atomic.Int64
 }
 
-func (p *awsLikeProvider) set(g generation) {
+func (p *awsLikeProvider) set(g harness.Generation) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.current = g
@@ -80,15 +71,15 @@ func (p *awsLikeProvider) Mount(_ context.Context, req *server.MountRequest) (*s
 	}
 	values := map[string]string{}
 	for _, name := range selfWriteObjects {
-		if req.CurrentVersions[name] != g.versions[name] {
-			values[name] = g.contents[name] // fetched from the store
+		if req.CurrentVersions[name] != g.Versions[name] {
+			values[name] = g.Contents[name] // fetched from the store
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(req.TargetPath, name))
 		if err != nil {
 			return nil, fmt.Errorf("failed to reload %s from the mount: %w", name, err)
 		}
-		if string(b) != g.contents[name] {
+		if string(b) != g.Contents[name] {
 			return nil, fmt.Errorf("reloaded %s from the mount: not the mounted version's value", name)
 		}
 		p.reads.Add(1)
@@ -105,7 +96,7 @@ func (p *awsLikeProvider) Mount(_ context.Context, req *server.MountRequest) (*s
 				return nil, fmt.Errorf("a container starting while the provider wrote: %w", err)
 			}
 		}
-		res.Versions = append(res.Versions, server.ObjectVersion{ID: name, Version: g.versions[name]})
+		res.Versions = append(res.Versions, server.ObjectVersion{ID: name, Version: g.Versions[name]})
 	}
 	return res, nil
 }
@@ -126,82 +117,6 @@ func renameInto(dir, name, value string, mode os.FileMode) error {
 	return os.Rename(tmp.Name(), dst)
 }
 
-// history is every generation the test asked for, in order.
-type history struct {
-	mu   sync.Mutex
-	gens []generation
-}
-
-func (h *history) add(g generation) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.gens = append(h.gens, g)
-}
-
-func (h *history) len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.gens)
-}
-
-// since returns the generations from index i-2 on: what a container
-// started when i generations were asked for may see (the one mounted, the
-// one being written, and any later one by the time it reads).
-func (h *history) since(i int) []generation {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.gens[max(0, i-2):])
-}
-
-// seesVolume fails unless target shows the volume read-only, with one
-// complete generation among allowed: the ..data layout, every object's
-// name, exactly the generation's files, nothing else.
-func seesVolume(target string, allowed func() []generation) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(target, &st); err != nil {
-		return err
-	}
-	if st.Type != unix.TMPFS_MAGIC || st.Flags&unix.ST_RDONLY == 0 {
-		return fmt.Errorf("the target is not a read-only tmpfs (type %#x, flags %#x)", st.Type, st.Flags)
-	}
-	switch err := os.WriteFile(filepath.Join(target, "planted"), nil, 0o600); {
-	case err == nil:
-		return errors.New("writing into the target succeeded, want EROFS")
-	case !errors.Is(err, unix.EROFS):
-		return fmt.Errorf("writing into the target: %w, want EROFS", err)
-	}
-	gen, err := os.Readlink(filepath.Join(target, "..data"))
-	if err != nil {
-		return fmt.Errorf("the target holds no ..data (a scratch area, not the volume): %w", err)
-	}
-	got := map[string]string{}
-	root := filepath.Join(target, gen)
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(root, p)
-		got[rel] = string(b)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("read generation %s: %w", gen, err)
-	}
-	for _, name := range selfWriteObjects {
-		top, _, _ := strings.Cut(name, "/")
-		if _, err := os.Lstat(filepath.Join(target, top)); err != nil {
-			return fmt.Errorf("name %s of generation %s: %w", top, gen, err)
-		}
-	}
-	for _, g := range allowed() {
-		if fmt.Sprint(got) == fmt.Sprint(g.contents) {
-			return nil
-		}
-	}
-	return fmt.Errorf("generation %s holds %d files that are neither the old nor the new generation", gen, len(got))
-}
-
 // nothingMounted fails unless target is not a mount point (a first
 // publish's target before the volume is bound): never a scratch area.
 func nothingMounted(target string) error {
@@ -219,23 +134,14 @@ func nothingMounted(target string) error {
 	return nil
 }
 
-func newGeneration(prev *generation, change func(name string) bool, n *node) generation {
-	g := generation{versions: map[string]string{}, contents: map[string]string{}}
-	for _, name := range selfWriteObjects {
-		if prev != nil && !change(name) {
-			g.versions[name], g.contents[name] = prev.versions[name], prev.contents[name]
-			continue
-		}
-		v := 1
-		if prev != nil {
-			v, _ = strconv.Atoi(prev.versions[name])
-			v++
-		}
-		g.versions[name] = strconv.Itoa(v)
-		g.contents[name] = name + "@" + strconv.Itoa(v) + "-" + randomHex(6)
-		n.forbid(g.contents[name], "a value the self-writing provider wrote")
+// newContent is the content of version v of object name: random, so that
+// the node's logs are checked never to show it.
+func newContent(n *node) func(name string, v int) string {
+	return func(name string, v int) string {
+		c := name + "@" + strconv.Itoa(v) + "-" + randomHex(6)
+		n.forbid(c, "a value the self-writing provider wrote")
+		return c
 	}
-	return g
 }
 
 // TestSelfWritingProviderRefreshes: a provider that behaves as the existing
@@ -254,7 +160,7 @@ func TestSelfWritingProviderRefreshes(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
-	var hist history
+	hist := harness.NewGenerations(selfWriteObjects...)
 	createObject(t, n.s.ctrl, &secretsstorev1.SecretProviderClass{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "aws-like"},
 		Spec:       secretsstorev1.SecretProviderClassSpec{Provider: "awslike"},
@@ -267,15 +173,11 @@ func TestSelfWritingProviderRefreshes(t *testing.T) {
 		if first {
 			return harness.InContainer(target, nothingMounted)
 		}
-		at := hist.len()
-		return harness.InContainer(target, func(target string) error {
-			return seesVolume(target, func() []generation { return hist.since(at) })
-		})
+		return harness.InContainer(target, hist.SeenFrom(hist.Len()))
 	}}
 	serveProvider(t, n, "awslike", p)
 
-	g := newGeneration(nil, nil, n)
-	hist.add(g)
+	g := hist.Next(nil, newContent(n))
 	p.set(g)
 	n.mustPublish(t, pod, "secrets")
 	checkGeneration(t, target, g)
@@ -283,7 +185,7 @@ func TestSelfWritingProviderRefreshes(t *testing.T) {
 	stop := make(chan struct{})
 	probes := make(chan error, 1)
 	var started atomic.Int64
-	go func() { probes <- startContainers(target, &hist, stop, &started) }()
+	go func() { probes <- hist.StartContainers(target, stop, &started) }()
 	stopContainers := sync.OnceValue(func() error { close(stop); return <-probes })
 	t.Cleanup(func() { _ = stopContainers() })
 	for i := range selfWriteRefreshes {
@@ -296,14 +198,13 @@ func TestSelfWritingProviderRefreshes(t *testing.T) {
 		default:
 			change = func(string) bool { return rng.IntN(3) == 0 }
 		}
-		g = newGeneration(&g, change, n)
-		hist.add(g)
+		g = hist.Next(change, newContent(n))
 		p.set(g)
 		if err := n.publish(t, pod, "secrets"); err != nil {
 			t.Fatalf("refresh %d: %v", i, err)
 		}
 		checkGeneration(t, target, g)
-		n.s.waitForStatus(t, pod, "aws-like", objectVersions(g.versions),
+		n.s.waitForStatus(t, pod, "aws-like", objectVersions(g.Versions),
 			conditionIs(secretsstorev1.ConditionCurrent, metav1.ConditionTrue))
 	}
 	if err := stopContainers(); err != nil {
@@ -327,32 +228,13 @@ func TestSelfWritingProviderRefreshes(t *testing.T) {
 	n.mustUnpublish(t, pod, "secrets")
 }
 
-// startContainers starts containers at the target back to back until stop
-// is closed, and returns the first wrong sight.
-func startContainers(target string, hist *history, stop <-chan struct{}, started *atomic.Int64) error {
-	for {
-		select {
-		case <-stop:
-			return nil
-		default:
-		}
-		at := hist.len()
-		if err := harness.InContainer(target, func(target string) error {
-			return seesVolume(target, func() []generation { return hist.since(at) })
-		}); err != nil {
-			return fmt.Errorf("container %d: %w", started.Load()+1, err)
-		}
-		started.Add(1)
-	}
-}
-
 // checkGeneration fails the test unless target shows exactly g's files.
-func checkGeneration(t *testing.T, target string, g generation) {
+func checkGeneration(t *testing.T, target string, g harness.Generation) {
 	t.Helper()
-	if err := seesVolume(target, func() []generation { return []generation{g} }); err != nil {
+	if err := harness.Sees(target, selfWriteObjects, func() []harness.Generation { return []harness.Generation{g} }); err != nil {
 		t.Fatalf("after the publish: %v", err)
 	}
-	for name, want := range g.contents {
+	for name, want := range g.Contents {
 		if got := readFile(t, target, name); got != want {
 			t.Fatalf("%s = %q, want %q", name, got, want)
 		}

@@ -2,17 +2,16 @@ package hostile_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/keymount/keymount/internal/klogtest"
 	"github.com/keymount/keymount/internal/unixsocket"
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/tests/childproc"
@@ -82,7 +81,7 @@ func runChild(sock, mode string) int {
 // childproc).
 type proc struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *klogtest.Buffer
 	exited chan struct{} // closed once err is set
 	err    error         // Wait's answer
 }
@@ -90,7 +89,7 @@ type proc struct {
 // startProc starts cmd with its output in a buffer and reaps it when it
 // exits.
 func startProc(cmd *exec.Cmd) (*proc, error) {
-	p := &proc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &klogtest.Buffer{}, exited: make(chan struct{})}
 	if cmd.Stdout == nil {
 		cmd.Stdout = p.out
 	}
@@ -153,22 +152,4 @@ func startChild(t *testing.T, sock, mode string) *proc {
 		t.Fatalf("provider child not ready within %s\n%s", waitLimit, p.out)
 	}
 	return p
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

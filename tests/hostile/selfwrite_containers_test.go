@@ -3,20 +3,16 @@ package hostile_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -31,9 +27,6 @@ const containerRefreshes = 50
 // awsObjects are the objects of the AWS-like provider, nested ones too.
 var awsObjects = []string{"db/password", "db/user", "api-key", "tls/cert", "token", "config"}
 
-// awsGen is one generation: object -> version, object -> value.
-type awsGen struct{ versions, values map[string]string }
-
 // awsLike answers as the existing AWS provider does in its default mode:
 // no files returned; an object whose version current_object_version lists
 // is read back from target_path (the call fails when it cannot be, or
@@ -42,7 +35,7 @@ type awsGen struct{ versions, values map[string]string }
 // and halfway through its writes it starts a container at the pod's target.
 type awsLike struct {
 	mu      sync.Mutex
-	gen     awsGen
+	gen     harness.Generation
 	probe   func(first bool) error
 	reads   atomic.Int64
 	inCalls atomic.Int64
@@ -62,8 +55,8 @@ func (p *awsLike) mount(_ context.Context, req *v1alpha1.MountRequest) (*v1alpha
 	}
 	resp := &v1alpha1.MountResponse{}
 	for i, name := range awsObjects {
-		value := g.values[name]
-		if current[name] == g.versions[name] {
+		value := g.Contents[name]
+		if current[name] == g.Versions[name] {
 			b, err := os.ReadFile(filepath.Join(req.GetTargetPath(), name))
 			if err != nil || string(b) != value {
 				return nil, status.Errorf(codes.Internal, "failed to reload %s from the mount: %v", name, err)
@@ -78,97 +71,13 @@ func (p *awsLike) mount(_ context.Context, req *v1alpha1.MountRequest) (*v1alpha
 				return nil, status.Errorf(codes.Internal, "a container started during the call: %v", err)
 			}
 		}
-		resp.ObjectVersion = append(resp.ObjectVersion, &v1alpha1.ObjectVersion{Id: name, Version: g.versions[name]})
+		resp.ObjectVersion = append(resp.ObjectVersion, &v1alpha1.ObjectVersion{Id: name, Version: g.Versions[name]})
 	}
 	return resp, nil
 }
 
-// gens is every generation asked for, in order.
-type gens struct {
-	mu  sync.Mutex
-	all []awsGen
-}
-
-func (h *gens) add(g awsGen) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.all = append(h.all, g)
-}
-
-func (h *gens) len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.all)
-}
-
-// since is what a container started when i generations were asked for
-// may see: the one mounted then, the one being written, or a later one.
-func (h *gens) since(i int) []awsGen {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.all[max(0, i-2):])
-}
-
-// seesAWSVolume fails unless target is the volume: a read-only tmpfs whose
-// ..data generation holds exactly the files of one of allowed, every name
-// linked; never a scratch area.
-func seesAWSVolume(target string, allowed []awsGen) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(target, &st); err != nil {
-		return err
-	}
-	if st.Type != unix.TMPFS_MAGIC || st.Flags&unix.ST_RDONLY == 0 {
-		return fmt.Errorf("the target is not a read-only tmpfs (type %#x, flags %#x)", st.Type, st.Flags)
-	}
-	gen, err := os.Readlink(filepath.Join(target, dataLink))
-	if err != nil {
-		return fmt.Errorf("no ..data at the target (a scratch area, not the volume): %w", err)
-	}
-	got := map[string]string{}
-	root := filepath.Join(target, gen)
-	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(root, p)
-		got[rel] = string(b)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("read generation %s: %w", gen, err)
-	}
-	for _, name := range awsObjects {
-		top, _, _ := strings.Cut(name, "/")
-		if _, err := os.Lstat(filepath.Join(target, top)); err != nil {
-			return fmt.Errorf("name %s: %w", top, err)
-		}
-	}
-	for _, g := range allowed {
-		if maps.Equal(got, g.values) {
-			return nil
-		}
-	}
-	return fmt.Errorf("generation %s is neither the old nor the new one: %d files", gen, len(got))
-}
-
-func nextAWSGen(prev *awsGen, change func() bool) awsGen {
-	g := awsGen{versions: map[string]string{}, values: map[string]string{}}
-	for _, name := range awsObjects {
-		if prev != nil && !change() {
-			g.versions[name], g.values[name] = prev.versions[name], prev.values[name]
-			continue
-		}
-		v := 1
-		if prev != nil {
-			v, _ = strconv.Atoi(prev.versions[name])
-			v++
-		}
-		g.versions[name] = strconv.Itoa(v)
-		g.values[name] = name + "@" + strconv.Itoa(v)
-	}
-	return g
-}
+// awsContent is the content of version v of object name.
+func awsContent(name string, v int) string { return name + "@" + strconv.Itoa(v) }
 
 // TestSelfWritingProviderWhileContainersStart: the driver binary refreshes
 // a provider that behaves as the existing AWS provider does 50 times with
@@ -187,7 +96,7 @@ func TestSelfWritingProviderWhileContainersStart(t *testing.T) {
 	const uid = "7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 	req := b.publishRequest(uid, "secrets")
 	target := req.GetTargetPath()
-	var hist gens
+	hist := harness.NewGenerations(awsObjects...)
 	p := &awsLike{}
 	p.probe = func(first bool) error {
 		p.inCalls.Add(1)
@@ -203,12 +112,10 @@ func TestSelfWritingProviderWhileContainersStart(t *testing.T) {
 				return nil
 			})
 		}
-		at := hist.len()
-		return harness.InContainer(target, func(target string) error { return seesAWSVolume(target, hist.since(at)) })
+		return harness.InContainer(target, hist.SeenFrom(hist.Len()))
 	}
 	b.prov.set(p.mount)
-	g := nextAWSGen(nil, nil)
-	hist.add(g)
+	g := hist.Next(nil, awsContent)
 	p.gen = g
 	if err := b.publishOnce(t, req); err != nil {
 		t.Fatalf("first publish: %v", err)
@@ -217,46 +124,30 @@ func TestSelfWritingProviderWhileContainersStart(t *testing.T) {
 	stop := make(chan struct{})
 	done := make(chan error, 1)
 	var started atomic.Int64
-	go func() {
-		for {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			at := hist.len()
-			if err := harness.InContainer(target, func(target string) error { return seesAWSVolume(target, hist.since(at)) }); err != nil {
-				done <- fmt.Errorf("container %d: %w", started.Load()+1, err)
-				return
-			}
-			started.Add(1)
-		}
-	}()
+	go func() { done <- hist.StartContainers(target, stop, &started) }()
 	stopContainers := sync.OnceValue(func() error { close(stop); return <-done })
 	t.Cleanup(func() { _ = stopContainers() })
 
 	for i := range containerRefreshes {
-		change := func() bool { return rng.IntN(3) == 0 }
+		change := func(string) bool { return rng.IntN(3) == 0 }
 		switch i % 10 {
 		case 0:
-			change = func() bool { return false }
+			change = func(string) bool { return false }
 		case 1:
-			change = func() bool { return true }
+			change = func(string) bool { return true }
 		}
-		g = nextAWSGen(&g, change)
-		hist.add(g)
+		g = hist.Next(change, awsContent)
 		p.mu.Lock()
 		p.gen = g
 		p.mu.Unlock()
 		if err := b.publishOnce(t, req); err != nil {
 			t.Fatalf("refresh %d: %v", i, err)
 		}
-		if err := seesAWSVolume(target, []awsGen{g}); err != nil {
+		if err := harness.Sees(target, awsObjects, func() []harness.Generation { return []harness.Generation{g} }); err != nil {
 			t.Fatalf("after refresh %d: %v", i, err)
 		}
 		rec := readRecord(t, b, req.GetVolumeId())
-		if diff := cmp.Diff(g.versions, rec); diff != "" {
+		if diff := cmp.Diff(g.Versions, rec); diff != "" {
 			t.Fatalf("recorded versions after refresh %d (-want +got):\n%s", i, diff)
 		}
 	}

@@ -3,27 +3,20 @@
 package keymount_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/keymount/keymount/cluster/fanout"
 	"github.com/keymount/keymount/cluster/reflector"
 	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -80,7 +73,7 @@ func TestFanoutUnderGuardRails(t *testing.T) {
 	runReflector(t, env)
 	want := map[string]string{corev1.TLSCertKey: "cert", corev1.TLSPrivateKeyKey: "key", "extra": "1"}
 	for _, key := range [][2]string{{"f-1", "tls"}, {"f-adopt", "tls"}, {"f-manual", "mirror"}} {
-		waitSecret(t, g.admin, key[0], key[1], func(s *corev1.Secret) error { return dataIs(s, want) })
+		ctrltest.WaitSecret(t, g.admin, key[0], key[1], ctrltest.HasData(want))
 	}
 	// The source loses a key: every copy drops it (a merge patch beside
 	// the apply), admitted.
@@ -94,18 +87,17 @@ func TestFanoutUnderGuardRails(t *testing.T) {
 	}
 	delete(want, "extra")
 	for _, key := range [][2]string{{"f-1", "tls"}, {"f-adopt", "tls"}, {"f-manual", "mirror"}} {
-		waitSecret(t, g.admin, key[0], key[1], func(s *corev1.Secret) error { return dataIs(s, want) })
+		ctrltest.WaitSecret(t, g.admin, key[0], key[1], ctrltest.HasData(want))
 	}
-	waitSecret(t, g.admin, "f-theirs", "tls", func(s *corev1.Secret) error {
-		return dataIs(s, map[string]string{corev1.TLSCertKey: "cert", corev1.TLSPrivateKeyKey: "key", "mine": "keep"})
-	})
+	ctrltest.WaitSecret(t, g.admin, "f-theirs", "tls",
+		ctrltest.HasData(map[string]string{corev1.TLSCertKey: "cert", corev1.TLSPrivateKeyKey: "key", "mine": "keep"}))
 	// The source goes: its automatic copies with it (deletes admitted),
 	// the manual mirror and the unowned Secret stay.
 	if err := g.admin.CoreV1().Secrets("f-src").Delete(ctx, "tls", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{"f-1", "f-adopt"} {
-		waitSecret(t, g.admin, ns, "tls", func(s *corev1.Secret) error {
+		ctrltest.WaitSecret(t, g.admin, ns, "tls", func(s *corev1.Secret) error {
 			if s != nil {
 				return fmt.Errorf("still exists")
 			}
@@ -138,11 +130,7 @@ func runReflector(t *testing.T, env *k8senv.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := ctrltest.NewManager(t, cfg, ctrl.Options{Scheme: scheme})
 	c, err := fanout.NewCache(mgr)
 	if err != nil {
 		t.Fatal(err)
@@ -150,47 +138,5 @@ func runReflector(t *testing.T, env *k8senv.Env) {
 	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-}
-
-func dataIs(s *corev1.Secret, want map[string]string) error {
-	if s == nil {
-		return fmt.Errorf("missing")
-	}
-	got := map[string]string{}
-	for k, v := range s.Data {
-		got[k] = string(v)
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		return fmt.Errorf("data %v, want %v", got, want)
-	}
-	return nil
-}
-
-// waitSecret polls ns/name (nil: it does not exist) until check passes.
-func waitSecret(t *testing.T, cs kubernetes.Interface, ns, name string, check func(*corev1.Secret) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		s, err := cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			s, err = nil, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		last = check(s)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("Secret %s/%s: %v (%v)", ns, name, last, err)
-	}
+	ctrltest.Start(t, mgr)
 }

@@ -3,26 +3,17 @@
 package convert_test
 
 import (
-	"context"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/keymount/keymount/cluster/syncctl"
-	"github.com/keymount/keymount/cluster/synchash"
-	"github.com/keymount/keymount/cluster/tokens"
-	"github.com/keymount/keymount/driver/providerclient"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/internal/satoken"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
@@ -31,7 +22,7 @@ import (
 	"github.com/keymount/keymount/provider/aws/kubeclient"
 	"github.com/keymount/keymount/provider/aws/noderegion"
 	"github.com/keymount/keymount/provider/aws/store"
-	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
@@ -65,65 +56,13 @@ func startCluster(t *testing.T, endpoint, region string) *cluster {
 	if cl.c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
-	sockDir, err := sockettest.MkdirTemp("kmconv-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	sockDir := sockettest.Dir(t)
 	serveAWS(t, env, sockDir, endpoint, region)
 	cl.namespace(t, controllerNS)
 
-	cacheOpts, err := syncctl.CacheOptions(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme, Cache: cacheOpts,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := providerclient.New(providerclient.Config{Dirs: []string{sockDir}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pc.Close() })
-	toks, err := tokens.NewManager(cl.cs.CoreV1(), tokens.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hashes, err := synchash.NewKeySource(cl.cs.CoreV1(), controllerNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, err := syncctl.NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := syncctl.Config{Audiences: []string{stsAudience}, PollInterval: time.Hour}
 	cfg.Pod.Name, cfg.Pod.Namespace, cfg.Pod.UID = "keymount-controller-0", controllerNS, "0000-convert"
-	r, err := syncctl.New(cfg, syncctl.Deps{
-		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Providers: pc, Tokens: toks, Hashes: hashes,
-		Events: mgr.GetEventRecorder("keymount-controller"), Metrics: metrics,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	if err := r.SetupWithManager(ctx, mgr, 2); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	ctrltest.SyncController{Config: cfg, SocketDir: sockDir, Workers: 2}.Start(t, env.Config, scheme)
 	return cl
 }
 
@@ -145,19 +84,7 @@ func serveAWS(t *testing.T, env *k8senv.Env, dir, endpoint, region string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Name: "aws", Version: "test", SocketDir: dir}, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("provider aws: %v", err)
-		}
-	})
+	ctrltest.ServeProvider(t, dir, "aws", p)
 }
 
 func (cl *cluster) namespace(t *testing.T, name string) {
