@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,17 +134,34 @@ func TestMissingClassWaitsForIt(t *testing.T) {
 // from kubelet's own record next to the target.
 func volumeHandle(t *testing.T, target string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(target), "vol_data.json"))
+	// kubelet rewrites vol_data.json at every SetUp, republishes included,
+	// by truncating it and then writing: a read can find it empty or half
+	// written, so read until it parses.
+	path := filepath.Join(filepath.Dir(target), "vol_data.json")
+	var handle string
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, nodeenv.PodTimeout, true, func(context.Context) (bool, error) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return false, err // written once before the first publish: never missing after
+		}
+		var vd struct {
+			VolumeHandle string `json:"volumeHandle"`
+		}
+		if err := json.Unmarshal(data, &vd); err != nil || vd.VolumeHandle == "" {
+			if err == nil {
+				err = errors.New("no volumeHandle")
+			}
+			last = fmt.Errorf("%w: %q", err, data)
+			return false, nil
+		}
+		handle = vd.VolumeHandle
+		return true, nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("kubelet's vol_data.json: %v (last read: %v)", err, last)
 	}
-	var vd struct {
-		VolumeHandle string `json:"volumeHandle"`
-	}
-	if err := json.Unmarshal(data, &vd); err != nil || vd.VolumeHandle == "" {
-		t.Fatalf("kubelet's vol_data.json: %v, %q", err, data)
-	}
-	return vd.VolumeHandle
+	return handle
 }
 
 // waitFor polls get until it returns a non-nil value.
