@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"strings"
 
 	"k8s.io/klog/v2"
 
@@ -21,7 +22,7 @@ func (p *Provider) Unpublish(ctx context.Context, req *server.UnpublishRequest) 
 	p.mu.Lock()
 	n := 0
 	for key := range p.volumes {
-		if len(key) > len(vol) && key[:len(vol)+1] == vol+"|" {
+		if strings.HasPrefix(key, vol+"|") {
 			delete(p.volumes, key)
 			n++
 		}
