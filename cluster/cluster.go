@@ -19,7 +19,7 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/cluster/podstatus"
-	"github.com/keymount/keymount/cluster/secretsync"
+	"github.com/keymount/keymount/cluster/secretobjects"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/volume"
@@ -51,7 +51,7 @@ type Cluster struct {
 	synced   atomic.Bool
 	resolver *class.KubeResolver
 	status   *podstatus.Writer
-	sync     *secretsync.Syncer // nil when sync is off
+	sync     *secretobjects.Syncer // nil when sync is off
 	events   *eventSink
 	live     kube.Reader // reads the API server directly (adoption checks)
 	cache    *kube.Cache
@@ -112,7 +112,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	cl.status = podstatus.New(live, rd, cfg.Node, clock.RealClock{})
 	cl.events = events
 	if cfg.SyncSecrets {
-		cl.sync = secretsync.New(live, rd, cfg.Node, cfg.DriverName, events.recorder)
+		cl.sync = secretobjects.New(live, rd, cfg.Node, cfg.DriverName, events.recorder)
 	}
 	cl.changes = newChanges(cfg, rd, events.recorder)
 	return cl, nil
@@ -138,7 +138,7 @@ func watched(cfg Config) []kube.Watch {
 		// and owner references keymount's managers applied.
 		w = append(w, kube.Watch{
 			Object: &corev1.Secret{},
-			Labels: labels.SelectorFromSet(labels.Set{secretsync.ManagedLabel: "true"}),
+			Labels: labels.SelectorFromSet(labels.Set{secretobjects.ManagedLabel: "true"}),
 		})
 	}
 	return w

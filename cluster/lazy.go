@@ -8,7 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
-	"github.com/keymount/keymount/cluster/secretsync"
+	"github.com/keymount/keymount/cluster/secretobjects"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/volume"
@@ -80,13 +80,13 @@ func startRecovered(ctx context.Context, cfg Config) (cl *Cluster, err error) {
 // ConnectInBackground starts connecting to the API server, retrying with
 // backoff until it succeeds or ctx ends, and returns at once.
 // writes, when not nil, hears the Secrets the sync writes.
-func ConnectInBackground(ctx context.Context, cfg Config, writes secretsync.WriteObserver) *Lazy {
+func ConnectInBackground(ctx context.Context, cfg Config, writes secretobjects.WriteObserver) *Lazy {
 	return connectWith(ctx, func(ctx context.Context) (*Cluster, error) { return startRecovered(ctx, cfg) }, writes)
 }
 
 // connectWith is ConnectInBackground with the start of the cluster side
 // given (tests choose it).
-func connectWith(ctx context.Context, start func(context.Context) (*Cluster, error), writes secretsync.WriteObserver) *Lazy {
+func connectWith(ctx context.Context, start func(context.Context) (*Cluster, error), writes secretobjects.WriteObserver) *Lazy {
 	d := &Lazy{ctx: ctx, ready: make(chan struct{})}
 	go func() {
 		wait := 200 * time.Millisecond

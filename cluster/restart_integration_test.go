@@ -23,7 +23,7 @@ import (
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/cluster"
 	"github.com/keymount/keymount/cluster/podstatus"
-	"github.com/keymount/keymount/cluster/restart"
+	"github.com/keymount/keymount/controller/restart"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/rotation"

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/keymount/keymount/cluster/syncctl"
+	"github.com/keymount/keymount/controller/secretsync"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/rotation"
 )
@@ -48,7 +48,7 @@ func registered(t *testing.T) []string {
 	// keymount-controller's, on its --metrics-bind-address beside
 	// controller-runtime's.
 	reg := prometheus.NewRegistry()
-	cm, err := syncctl.NewMetrics(reg)
+	cm, err := secretsync.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/atomicwrite"

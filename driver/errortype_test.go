@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/atomicwrite"

@@ -25,7 +25,7 @@ import (
 
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
-	"github.com/keymount/keymount/cluster/syncrequest"
+	"github.com/keymount/keymount/controller/syncrequest"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/local"

@@ -20,9 +20,9 @@ import (
 
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
-	"github.com/keymount/keymount/cluster/fanout"
-	"github.com/keymount/keymount/cluster/reflector"
-	"github.com/keymount/keymount/cluster/syncrequest"
+	"github.com/keymount/keymount/controller/fanout"
+	"github.com/keymount/keymount/controller/reflector"
+	"github.com/keymount/keymount/controller/syncrequest"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 )
 

@@ -9,9 +9,9 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/keymount/keymount/cluster/syncctl"
-	"github.com/keymount/keymount/cluster/syncrequest"
-	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/controller/secretsync"
+	"github.com/keymount/keymount/controller/syncrequest"
+	"github.com/keymount/keymount/provider/providerclient"
 )
 
 // Defaults of the sync controller's flags, as it sets them.
@@ -36,7 +36,7 @@ type config struct {
 	providerTimeout time.Duration
 	maxRecvMsgSize  int
 	audiences       audienceList
-	sync            syncctl.Config
+	sync            secretsync.Config
 	workers         int
 	// namespace is the controller's own: its Lease (unless
 	// --leader-election-namespace) and its syncHash key Secret.
@@ -83,9 +83,9 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (*c
 	fs.DurationVar(&cfg.providerTimeout, "provider-timeout", providerclient.DefaultTimeout, "deadline of one provider call")
 	fs.IntVar(&cfg.maxRecvMsgSize, "max-call-recv-msg-size", defaultMaxRecvMsgSize, "maximum size in bytes of a provider's gRPC response")
 	fs.Var(&cfg.audiences, "token-request-audience", "audience of the service-account tokens sent to providers; repeat it or give a comma-separated list (default: none, no tokens)")
-	fs.DurationVar(&cfg.sync.PollInterval, "rotation-poll-interval", syncctl.DefaultPollInterval, "default refresh interval of a SecretSync (keymount.io/rotation-interval overrides it per object); 0s refreshes only on a trigger")
-	fs.DurationVar(&cfg.sync.Backoff.Initial, "sync-backoff-initial", syncctl.DefaultSyncBackoffInitial, "wait after a failed sync before its retry; it doubles per failure")
-	fs.DurationVar(&cfg.sync.Backoff.Max, "sync-backoff-max", syncctl.DefaultSyncBackoffMax, "longest wait between the retries of a failing sync")
+	fs.DurationVar(&cfg.sync.PollInterval, "rotation-poll-interval", secretsync.DefaultPollInterval, "default refresh interval of a SecretSync (keymount.io/rotation-interval overrides it per object); 0s refreshes only on a trigger")
+	fs.DurationVar(&cfg.sync.Backoff.Initial, "sync-backoff-initial", secretsync.DefaultSyncBackoffInitial, "wait after a failed sync before its retry; it doubles per failure")
+	fs.DurationVar(&cfg.sync.Backoff.Max, "sync-backoff-max", secretsync.DefaultSyncBackoffMax, "longest wait between the retries of a failing sync")
 	fs.IntVar(&cfg.workers, "workers", defaultWorkers, "SecretSyncs synced at once")
 	fs.StringVar(&cfg.namespace, "namespace", "", "the controller's namespace (default: $"+syncrequest.EnvPodNamespace+")")
 	fs.BoolVar(&cfg.leaderElect, "leader-elect", false, "elect a leader among the replicas with a Lease; only the leader syncs")

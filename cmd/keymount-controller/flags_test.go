@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keymount/keymount/cluster/syncrequest"
+	"github.com/keymount/keymount/controller/syncrequest"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) (*config, error) {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/keymount/keymount/cluster/syncrequest"
+	"github.com/keymount/keymount/controller/syncrequest"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 

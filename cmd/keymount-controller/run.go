@@ -19,14 +19,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
-	"github.com/keymount/keymount/cluster/fanout"
-	"github.com/keymount/keymount/cluster/mirror"
-	"github.com/keymount/keymount/cluster/reflector"
-	"github.com/keymount/keymount/cluster/restart"
-	"github.com/keymount/keymount/cluster/syncctl"
-	"github.com/keymount/keymount/cluster/synchash"
-	"github.com/keymount/keymount/cluster/tokens"
-	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/controller/fanout"
+	"github.com/keymount/keymount/controller/secretmirror"
+	"github.com/keymount/keymount/controller/reflector"
+	"github.com/keymount/keymount/controller/restart"
+	"github.com/keymount/keymount/controller/secretsync"
+	"github.com/keymount/keymount/controller/synchash"
+	"github.com/keymount/keymount/controller/tokens"
+	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/internal/logredact"
 )
@@ -66,11 +66,11 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	m, err := syncctl.NewMetrics(crmetrics.Registry)
+	m, err := secretsync.NewMetrics(crmetrics.Registry)
 	if err != nil {
 		return err
 	}
-	r, err := syncctl.New(cfg.sync, syncctl.Deps{
+	r, err := secretsync.New(cfg.sync, secretsync.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Providers: providers, Tokens: toks,
 		Hashes: hashes, Events: mgr.GetEventRecorder("keymount-controller"), Metrics: m,
 	})
@@ -116,7 +116,7 @@ func restartHashKey(ctx context.Context, hashes *synchash.KeySource) []byte {
 // setupFanout adds the fan-out reconcilers (--enable-fanout) on one shared
 // cache of namespace metadata and copies (cluster/fanout): reflector's
 // annotations and SecretMirrors.
-func setupFanout(mgr ctrl.Manager, cfg *config, toks mirror.TokenSource) error {
+func setupFanout(mgr ctrl.Manager, cfg *config, toks secretmirror.TokenSource) error {
 	c, err := fanout.NewCache(mgr)
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func fanoutClient(mgr ctrl.Manager, cfg *config) (client.Client, error) {
 // setupMirrors adds SecretMirrors (cluster/mirror) when the API server
 // serves their CRD (deploy/crds installs it); without it, they are off and
 // the log says so.
-func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache, writes client.Client, toks mirror.TokenSource) error {
+func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache, writes client.Client, toks secretmirror.TokenSource) error {
 	gk := schema.GroupKind{Group: mirrorsv1alpha2.GroupName, Kind: "SecretMirror"}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gk, mirrorsv1alpha2.Version); err != nil {
 		if meta.IsNoMatchError(err) {
@@ -158,7 +158,7 @@ func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache, writes clie
 		}
 		return fmt.Errorf("SecretMirror CRD: %w", err)
 	}
-	r, err := mirror.New(mirror.Deps{
+	r, err := secretmirror.New(secretmirror.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies, Writes: writes,
 		Events: mgr.GetEventRecorder("keymount-controller"),
 		// Vault sources with auth.kubernetes: tokens for the audiences
@@ -206,7 +206,7 @@ func newManager(cfg *config, rc *rest.Config, digests *restart.SecretDigests) (c
 	if digests != nil {
 		annotate = digests.Record
 	}
-	cacheOpts, err := syncctl.CacheOptions(annotate)
+	cacheOpts, err := secretsync.CacheOptions(annotate)
 	if err != nil {
 		return nil, err
 	}

@@ -21,10 +21,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/cluster"
-	"github.com/keymount/keymount/cluster/secretsync"
+	"github.com/keymount/keymount/cluster/secretobjects"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/registration"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/internal/logredact"
@@ -291,7 +291,7 @@ func connect(ctx context.Context, cfg *config, deps *driver.Deps, m *metrics.Met
 	// The socket serves before the API server answers (start-up must not
 	// wait for it, nor fail when it is down): see cluster.Lazy. The
 	// metrics, when on, hear the Secret sync's writes.
-	var writes secretsync.WriteObserver
+	var writes secretobjects.WriteObserver
 	if m != nil {
 		writes = m
 	}

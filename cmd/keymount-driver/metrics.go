@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/keymount/keymount/cluster/secretsync"
+	"github.com/keymount/keymount/cluster/secretobjects"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/internal/metrics"
 )
@@ -11,7 +11,7 @@ import (
 // The driver's metrics hear the driver and the Secret sync's writes.
 var (
 	_ driver.Metrics           = (*metrics.Metrics)(nil)
-	_ secretsync.WriteObserver = (*metrics.Metrics)(nil)
+	_ secretobjects.WriteObserver = (*metrics.Metrics)(nil)
 )
 
 // defaultMetricsAddr is upstream's default --metrics-addr.

@@ -17,7 +17,7 @@ import (
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/internal/pprofserve"
-	"github.com/keymount/keymount/internal/providercmd"
+	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/internal/satoken"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"

@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/internal/logredact"
-	"github.com/keymount/keymount/internal/providercmd"
+	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/provider/local"
 	"github.com/keymount/keymount/provider/server"
 )

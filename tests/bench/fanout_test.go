@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
-	"github.com/keymount/keymount/cluster/fanout"
-	"github.com/keymount/keymount/cluster/reflector"
+	"github.com/keymount/keymount/controller/fanout"
+	"github.com/keymount/keymount/controller/reflector"
 	"github.com/keymount/keymount/tests/k8senv"
 )
 

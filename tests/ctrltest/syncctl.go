@@ -9,32 +9,32 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/keymount/keymount/cluster/syncctl"
-	"github.com/keymount/keymount/cluster/synchash"
-	"github.com/keymount/keymount/cluster/tokens"
-	"github.com/keymount/keymount/driver/providerclient"
+	"github.com/keymount/keymount/controller/secretsync"
+	"github.com/keymount/keymount/controller/synchash"
+	"github.com/keymount/keymount/controller/tokens"
+	"github.com/keymount/keymount/provider/providerclient"
 )
 
 // SyncController is keymount-controller's SecretSync reconciler, wired as
-// the binary wires it: the manager's cache of syncctl.CacheOptions, a
+// the binary wires it: the manager's cache of secretsync.CacheOptions, a
 // provider client over SocketDir, a token manager, the hash key Secret in
 // the controller's namespace (Config.Pod.Namespace, which must exist) and
 // metrics on a registry of its own.
 type SyncController struct {
-	Config syncctl.Config
+	Config secretsync.Config
 	// SocketDir is the provider socket directory.
 	SocketDir string
 	// Workers is the reconciler's concurrency.
 	Workers int
 	// WrapProviders, when set, wraps the provider client (to count calls).
-	WrapProviders func(syncctl.Providers) syncctl.Providers
+	WrapProviders func(secretsync.Providers) secretsync.Providers
 }
 
 // Start runs the reconciler against the API server of cfg until the test
 // ends; scheme holds keymount's types.
 func (s SyncController) Start(tb testing.TB, cfg *rest.Config, scheme *runtime.Scheme) {
 	tb.Helper()
-	cacheOpts, err := syncctl.CacheOptions(nil)
+	cacheOpts, err := secretsync.CacheOptions(nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func (s SyncController) Start(tb testing.TB, cfg *rest.Config, scheme *runtime.S
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = pc.Close() })
-	var providers syncctl.Providers = pc
+	var providers secretsync.Providers = pc
 	if s.WrapProviders != nil {
 		providers = s.WrapProviders(pc)
 	}
@@ -57,11 +57,11 @@ func (s SyncController) Start(tb testing.TB, cfg *rest.Config, scheme *runtime.S
 	if err != nil {
 		tb.Fatal(err)
 	}
-	metrics, err := syncctl.NewMetrics(prometheus.NewRegistry())
+	metrics, err := secretsync.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r, err := syncctl.New(s.Config, syncctl.Deps{
+	r, err := secretsync.New(s.Config, secretsync.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Providers: providers, Tokens: toks, Hashes: hashes,
 		Events: mgr.GetEventRecorder("keymount-controller"), Metrics: metrics,
 	})

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/keymount/keymount/cluster/restart"
+	"github.com/keymount/keymount/controller/restart"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/ctrltest"

@@ -24,7 +24,7 @@ import (
 
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
-	"github.com/keymount/keymount/cluster/syncrequest"
+	"github.com/keymount/keymount/controller/syncrequest"
 	"github.com/keymount/keymount/tests/vaultenv"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
-	"github.com/keymount/keymount/cluster/restart"
+	"github.com/keymount/keymount/controller/restart"
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/nodeenv"
 )

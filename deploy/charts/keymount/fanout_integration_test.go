@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/keymount/keymount/cluster/fanout"
-	"github.com/keymount/keymount/cluster/reflector"
+	"github.com/keymount/keymount/controller/fanout"
+	"github.com/keymount/keymount/controller/reflector"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"

@@ -13,7 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/keymount/keymount/cluster/syncctl"
+	"github.com/keymount/keymount/controller/secretsync"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/internal/satoken"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
@@ -60,7 +60,7 @@ func startCluster(t *testing.T, endpoint, region string) *cluster {
 	serveAWS(t, env, sockDir, endpoint, region)
 	cl.namespace(t, controllerNS)
 
-	cfg := syncctl.Config{Audiences: []string{stsAudience}, PollInterval: time.Hour}
+	cfg := secretsync.Config{Audiences: []string{stsAudience}, PollInterval: time.Hour}
 	cfg.Pod.Name, cfg.Pod.Namespace, cfg.Pod.UID = "keymount-controller-0", controllerNS, "0000-convert"
 	ctrltest.SyncController{Config: cfg, SocketDir: sockDir, Workers: 2}.Start(t, env.Config, scheme)
 	return cl

@@ -1,0 +1,206 @@
+//go:build integration
+
+package secretmirror_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	"github.com/keymount/keymount/controller/fanout"
+	"github.com/keymount/keymount/controller/secretmirror"
+	"github.com/keymount/keymount/controller/secretsync"
+	"github.com/keymount/keymount/controller/tokens"
+	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/tests/ctrltest"
+	"github.com/keymount/keymount/tests/k8senv"
+)
+
+// eventually is how long a test waits for the controller.
+const eventually = 60 * time.Second
+
+// fixture is a real API server with keymount's CRDs and the SecretMirror
+// reconciler running against it, with the manager's cache as
+// keymount-controller configures it.
+type fixture struct {
+	cfg *k8senv.Env
+	c   client.Client // uncached
+	cs  kubernetes.Interface
+}
+
+func startFixture(t *testing.T) *fixture { t.Helper(); return startFixtureWith(t, k8senv.Options{}) }
+
+// startFixtureWith starts the control plane with opts and keymount's CRDs.
+func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
+	t.Helper()
+	ctrl.SetLogger(klog.Background())
+	opts.CRDDirectoryPaths = []string{"../../deploy/crds"}
+	env := k8senv.Start(t, opts)
+	scheme, err := kube.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mirrorsv1alpha2.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{cfg: env, cs: kubernetes.NewForConfigOrDie(env.Config)}
+	if f.c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	cacheOpts, err := secretsync.CacheOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := ctrltest.NewManager(t, env.Config, ctrl.Options{Scheme: scheme, Cache: cacheOpts})
+	copies, err := fanout.NewCache(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, err := tokens.NewManager(f.cs.CoreV1(), tokens.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := secretmirror.New(secretmirror.Deps{
+		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies,
+		Events: mgr.GetEventRecorder("keymount-controller"),
+		Tokens: toks, Audiences: []string{"vault"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetupWithManager(mgr, 4); err != nil {
+		t.Fatal(err)
+	}
+	ctrltest.Start(t, mgr)
+	return f
+}
+
+func (f *fixture) namespace(t *testing.T, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if err := f.c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// source creates the Secret ns/name with data k=v.
+func (f *fixture) source(t *testing.T, ns, name, v string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"team": "a"},
+			Annotations: map[string]string{"note": "kept", "reflector.v1.k8s.emberstack.com/reflection-allowed": "true"}},
+		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"k": []byte(v)},
+	}
+	if err := f.c.Create(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// mirror creates a SecretMirror of source name into namespaces matching
+// regexes.
+func (f *fixture) mirror(t *testing.T, ns, name, source string, policy mirrorsv1alpha2.DeletePolicy, regexes ...string) *mirrorsv1alpha2.SecretMirror {
+	t.Helper()
+	m := &mirrorsv1alpha2.SecretMirror{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: mirrorsv1alpha2.SecretMirrorSpec{
+			Source:            mirrorsv1alpha2.SecretMirrorSource{Name: source},
+			Destination:       mirrorsv1alpha2.SecretMirrorDestination{Namespaces: regexes},
+			DeletePolicy:      policy,
+			PollPeriodSeconds: 3600, // nothing below may rely on the poll
+		},
+	}
+	if err := f.c.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// until polls cond until it holds; what describes the state awaited.
+func until(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, eventually, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// secret reads ns/name; nil when it does not exist.
+func (f *fixture) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return s, err
+}
+
+// copyHolds waits until ns/name holds k=v.
+func (f *fixture) copyHolds(t *testing.T, ns, name, v string) *corev1.Secret {
+	t.Helper()
+	var got *corev1.Secret
+	until(t, "the copy "+ns+"/"+name+" with k="+v, func(ctx context.Context) (bool, error) {
+		s, err := f.secret(ctx, ns, name)
+		got = s
+		return s != nil && string(s.Data["k"]) == v, err
+	})
+	return got
+}
+
+// gone waits until ns/name does not exist.
+func (f *fixture) gone(t *testing.T, ns, name string) {
+	t.Helper()
+	until(t, ns+"/"+name+" deleted", func(ctx context.Context) (bool, error) {
+		s, err := f.secret(ctx, ns, name)
+		return s == nil, err
+	})
+}
+
+// status waits until the SecretMirror reports want (and, if non-empty, a
+// message containing msg) for its current generation.
+func (f *fixture) status(t *testing.T, ns, name string, want mirrorsv1alpha2.MirrorStatus, msg string) *mirrorsv1alpha2.SecretMirror {
+	t.Helper()
+	m := &mirrorsv1alpha2.SecretMirror{}
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
+		if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m); err != nil {
+			return false, err
+		}
+		return m.Status.MirrorStatus == want && m.Status.ObservedGeneration == m.Generation &&
+			strings.Contains(m.Status.Message, msg), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for SecretMirror %s/%s %s %q: %v; last seen: %s %q (observedGeneration %d of %d)",
+			ns, name, want, msg, err, m.Status.MirrorStatus, m.Status.Message, m.Status.ObservedGeneration, m.Generation)
+	}
+	return m
+}
+
+// event waits for an event with reason on the SecretMirror ns/name whose
+// note contains note.
+func (f *fixture) event(t *testing.T, ns, name, reason, note string) {
+	t.Helper()
+	until(t, "event "+reason+" on "+ns+"/"+name, func(ctx context.Context) (bool, error) {
+		list, err := f.cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == reason && strings.Contains(e.Note, note) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}

@@ -1,0 +1,29 @@
+package secretmirror
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+)
+
+// setStatus writes o into m's status when it says something new: another
+// mirrorStatus or message, a new generation, or copies written.
+// lastSyncTime moves on every such write but a Pending one.
+func (r *Reconciler) setStatus(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, o outcome) error {
+	st := m.Status
+	if st.MirrorStatus == o.status && st.Message == o.message && st.ObservedGeneration == m.Generation && !o.wrote {
+		return nil
+	}
+	patch := client.MergeFrom(m.DeepCopy())
+	m.Status.MirrorStatus = o.status
+	m.Status.Message = o.message
+	m.Status.ObservedGeneration = m.Generation
+	if o.status != mirrorsv1alpha2.MirrorStatusPending {
+		now := metav1.Now()
+		m.Status.LastSyncTime = &now
+	}
+	return client.IgnoreNotFound(r.client.Status().Patch(ctx, m, patch))
+}

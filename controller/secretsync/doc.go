@@ -1,0 +1,60 @@
+// Package syncctl is keymount-controller's SecretSync reconciler: it keeps
+// the Secret a secret-sync.x-k8s.io/v1alpha1 SecretSync describes filled
+// from the SecretSync's SecretProviderClass, as the secrets-store sync
+// controller v0.0.5 does, without a pod or a volume.
+//
+// # One sync
+//
+// A sync resolves the class (spec.secretProviderClassName, in the
+// SecretSync's namespace), mints a token per configured audience for
+// spec.serviceAccountName (cluster/tokens), sends the provider the
+// MountRequest the sync controller sends (cluster/syncrequest) with the
+// object versions of the last sync, and builds the Secret from the files the
+// provider returns: data mapped sourcePath → targetKey, a kubernetes.io/tls
+// Secret's tls.crt and tls.key split from PEM or PKCS#12 as secretObjects
+// split them (cluster/secretsync.TLSPart), spec.secretObject's labels and
+// annotations, the label secrets-store.sync.x-k8s.io: "" and exactly one
+// owner reference, to the SecretSync (controller: true). The Secret is
+// written by server-side apply with field manager FieldManager, and only
+// when it differs from the Secret in the cache.
+//
+// # What it refuses
+//
+// The Secret is always the SecretSync's namesake in the SecretSync's
+// namespace. A Secret of that name that does not carry an owner reference to
+// this SecretSync (by UID) is never written: SecretCreated=False with reason
+// SecretConflict naming its owner. Once the Secret exists, every apply is
+// bound to its UID, so a Secret deleted and re-created by someone else in
+// between is not taken over.
+//
+// # When it syncs
+//
+// status.syncHash is an HMAC (Hasher) of what the Secret was written from:
+// its type, the SHA-256 digest of each data value (the cache holds Secrets
+// with digests in place of values, so the hash is taken over them), the labels and annotations of spec.secretObject, the
+// SecretSync's UID and forceSynchronization, the class's UID and
+// generation. Each reconcile recomputes it from the cached Secret; a
+// mismatch (the Secret was edited or deleted, the class changed,
+// forceSynchronization changed) or a new generation syncs at once. Otherwise
+// the refresh policy decides (package rotation, the same annotations as
+// volumes, on the SecretSync or, below it, on its class):
+// keymount.io/rotation-policy Periodic | CreatedOnce | OnDemand,
+// keymount.io/rotation-interval, keymount.io/rotation-jitter, with
+// Config.PollInterval (--rotation-poll-interval) as the default interval;
+// a new value of keymount.io/refresh on the SecretSync triggers one
+// refresh. A refresh that finds nothing changed writes nothing: not the
+// Secret, not the status.
+//
+// A failed sync keeps the Secret as it was, sets the failing condition
+// (SecretCreated before the Secret exists, SecretUpdated after) and Ready to
+// False with v0.0.5's reason, emits a Warning event, and is retried after a
+// backoff that doubles per failure (Config.Backoff). The refresh state
+// (last refresh, failures) lives in memory; a new leader starts from
+// status.lastSuccessfulSyncTime.
+//
+// # Secrets
+//
+// Values and tokens go only into the applied Secret and the provider
+// request: conditions, events, logs and errors name Secrets, keys, classes
+// and objects, never values.
+package secretsync

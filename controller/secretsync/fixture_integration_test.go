@@ -1,0 +1,209 @@
+//go:build integration
+
+package secretsync_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	secretsync "github.com/keymount/keymount/controller/secretsync"
+	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/provider/local"
+	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/tests/ctrltest"
+	"github.com/keymount/keymount/tests/k8senv"
+)
+
+// eventually is how long a test waits for the controller.
+const eventually = 60 * time.Second
+
+// audience is the token audience the controller is configured with.
+const audience = "keymount-controller-test"
+
+// fixture is a real API server, the local provider on a real unix socket
+// over a store directory, and the controller running against both.
+type fixture struct {
+	cs    kubernetes.Interface
+	c     client.Client // uncached
+	store string        // the local provider's root
+	socks string        // the provider socket directory
+	calls atomic.Int64  // provider Mount calls
+}
+
+// countingProviders counts the controller's provider calls.
+type countingProviders struct {
+	next  secretsync.Providers
+	calls *atomic.Int64
+}
+
+func (p countingProviders) Mount(ctx context.Context, provider string, req *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error) {
+	p.calls.Add(1)
+	return p.next.Mount(ctx, provider, req)
+}
+
+func startFixture(t *testing.T, cfg secretsync.Config) *fixture {
+	t.Helper()
+	ctrl.SetLogger(klog.Background())
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	f := &fixture{cs: kubernetes.NewForConfigOrDie(env.Config), store: t.TempDir()}
+	scheme, err := kube.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	f.socks = sockettest.Dir(t)
+	p, err := local.New(f.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrltest.ServeProvider(t, f.socks, "local", p)
+
+	const controllerNS = "keymount-system"
+	f.namespace(t, controllerNS)
+	cfg.Audiences = []string{audience}
+	cfg.Pod.Name, cfg.Pod.Namespace, cfg.Pod.UID = "keymount-controller-0", controllerNS, "0000-test"
+	ctrltest.SyncController{Config: cfg, SocketDir: f.socks, Workers: 4, WrapProviders: func(pc secretsync.Providers) secretsync.Providers {
+		return countingProviders{next: pc, calls: &f.calls}
+	}}.Start(t, env.Config, scheme)
+	return f
+}
+
+func (f *fixture) namespace(t *testing.T, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := f.c.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// app makes a namespace with a service account "app" and a class "store"
+// serving the objects of the store directory named.
+func (f *fixture) app(t *testing.T, ns string, objects ...string) {
+	t.Helper()
+	f.namespace(t, ns)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
+	if err := f.c.Create(t.Context(), sa); err != nil {
+		t.Fatal(err)
+	}
+	yaml := ""
+	for _, o := range objects {
+		yaml += fmt.Sprintf("- objectName: %q\n", o)
+	}
+	class := &secretsstorev1.SecretProviderClass{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "store"},
+		Spec:       secretsstorev1.SecretProviderClassSpec{Provider: "local", Parameters: map[string]string{"objects": yaml}},
+	}
+	if err := f.c.Create(t.Context(), class); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// put writes an object of the store.
+func (f *fixture) put(t *testing.T, name, value string) {
+	t.Helper()
+	p := filepath.Join(f.store, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(value), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// secretSync is a SecretSync "name" of class "store" and service account
+// "app" mapping sourcePath → targetKey pairs.
+func secretSync(ns, name string, pairs ...string) *ss1.SecretSync {
+	ss := &ss1.SecretSync{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: ss1.SecretSyncSpec{
+			SecretProviderClassName: "store", ServiceAccountName: "app",
+			SecretObject: ss1.SecretObject{Type: string(corev1.SecretTypeOpaque)},
+		},
+	}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		ss.Spec.SecretObject.Data = append(ss.Spec.SecretObject.Data, ss1.SecretObjectData{SourcePath: pairs[i], TargetKey: pairs[i+1]})
+	}
+	return ss
+}
+
+// waitFor polls cond until it holds, failing the test after eventually.
+func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, eventually, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// get reads the SecretSync key from the API server.
+func (f *fixture) get(t *testing.T, key types.NamespacedName) *ss1.SecretSync {
+	t.Helper()
+	var ss ss1.SecretSync
+	if err := f.c.Get(t.Context(), key, &ss); err != nil {
+		t.Fatal(err)
+	}
+	return &ss
+}
+
+// waitReady waits for Ready=True of the SecretSync's current generation
+// and returns it.
+func (f *fixture) waitReady(t *testing.T, key types.NamespacedName) *ss1.SecretSync {
+	t.Helper()
+	var out ss1.SecretSync
+	waitFor(t, "Ready=True of "+key.String(), func(ctx context.Context) (bool, error) {
+		if err := f.c.Get(ctx, key, &out); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return conditionIs(&out, ss1.ConditionReady, metav1.ConditionTrue, ss1.ReasonSecretUpToDate), nil
+	})
+	return &out
+}
+
+// conditionIs reports whether ss has condition typ with status and reason
+// for its current generation.
+func conditionIs(ss *ss1.SecretSync, typ string, status metav1.ConditionStatus, reason string) bool {
+	for _, c := range ss.Status.Conditions {
+		if c.Type == typ {
+			return c.Status == status && c.Reason == reason && c.ObservedGeneration == ss.Generation
+		}
+	}
+	return false
+}
+
+// secret reads the Secret key.
+func (f *fixture) secret(t *testing.T, key types.NamespacedName) *corev1.Secret {
+	t.Helper()
+	var s corev1.Secret
+	if err := f.c.Get(t.Context(), key, &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+// events lists the events about the object name in ns.
+func (f *fixture) events(t *testing.T, ns, name string) []corev1.Event {
+	t.Helper()
+	list, err := f.cs.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
