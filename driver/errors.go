@@ -14,10 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/atomicwrite"
+	"github.com/keymount/keymount/provider/providerclient"
 )
 
 var (

@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/atomicwrite"
+	"github.com/keymount/keymount/provider/providerclient"
 )
 
 func TestToStatus(t *testing.T) {

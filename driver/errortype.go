@@ -4,10 +4,10 @@ import (
 	"errors"
 
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/atomicwrite"
+	"github.com/keymount/keymount/provider/providerclient"
 )
 
 // The error_type values of node_publish_error_total and

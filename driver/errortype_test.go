@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/atomicwrite"
+	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 

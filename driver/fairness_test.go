@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/unixsocket"
+	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 

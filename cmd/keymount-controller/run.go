@@ -20,15 +20,15 @@ import (
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
 	"github.com/keymount/keymount/controller/fanout"
-	"github.com/keymount/keymount/controller/secretmirror"
 	"github.com/keymount/keymount/controller/reflector"
 	"github.com/keymount/keymount/controller/restart"
+	"github.com/keymount/keymount/controller/secretmirror"
 	"github.com/keymount/keymount/controller/secretsync"
 	"github.com/keymount/keymount/controller/synchash"
 	"github.com/keymount/keymount/controller/tokens"
-	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/internal/logredact"
+	"github.com/keymount/keymount/provider/providerclient"
 )
 
 // run serves SecretSyncs until ctx ends.

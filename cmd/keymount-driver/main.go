@@ -24,11 +24,11 @@ import (
 	"github.com/keymount/keymount/cluster/secretobjects"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/registration"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/internal/metrics"
+	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/rotation"
 )
 

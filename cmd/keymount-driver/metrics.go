@@ -10,7 +10,7 @@ import (
 
 // The driver's metrics hear the driver and the Secret sync's writes.
 var (
-	_ driver.Metrics           = (*metrics.Metrics)(nil)
+	_ driver.Metrics              = (*metrics.Metrics)(nil)
 	_ secretobjects.WriteObserver = (*metrics.Metrics)(nil)
 )
 

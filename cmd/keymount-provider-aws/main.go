@@ -17,13 +17,13 @@ import (
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/internal/pprofserve"
-	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/internal/satoken"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
 	"github.com/keymount/keymount/provider/aws/kubeclient"
 	"github.com/keymount/keymount/provider/aws/noderegion"
 	"github.com/keymount/keymount/provider/aws/store"
+	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/provider/server"
 )
 

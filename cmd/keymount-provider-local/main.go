@@ -14,8 +14,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/internal/logredact"
-	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/provider/local"
+	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/provider/server"
 )
 

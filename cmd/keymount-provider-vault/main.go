@@ -16,9 +16,9 @@ import (
 
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/internal/metrics"
-	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/internal/satoken"
 	"github.com/keymount/keymount/provider/aws/kubeclient"
+	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/provider/vault"
 )

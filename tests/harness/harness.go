@@ -18,9 +18,9 @@ import (
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/provider/providerclient"
 )
 
 // ProviderName is the spec.provider of classes served by the harness's

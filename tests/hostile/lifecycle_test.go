@@ -14,10 +14,10 @@ import (
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/unixsocket"
 	"github.com/keymount/keymount/provider/keymountv1"
+	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/tests/harness"
 )

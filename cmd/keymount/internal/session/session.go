@@ -16,8 +16,8 @@ import (
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
-	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/provider/providerclient"
 )
 
 // kubeletDir is the state directory's subdirectory standing in for
