@@ -108,7 +108,7 @@ func TestRestartOnChangeAcrossNodes(t *testing.T) {
 	if !reports("2") {
 		t.Fatal("after the change the pod statuses do not report it with version 2")
 	}
-	want := restart.AnnotationValue([]volume.Object{{ID: "password", Version: "2"}})
+	want := restart.AnnotationValue([]secretsstorev1.SecretProviderClassObject{{ID: "password", Version: "2"}})
 	waitFor(t, "the controller's restart", func() bool { _, v := generation(); return v == want })
 	if gen, _ := generation(); gen != d.Generation+1 {
 		t.Errorf("after the change: generation %d, want %d: one restart, none for the first publish", gen, d.Generation+1)

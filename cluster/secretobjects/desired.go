@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/keymount/keymount/internal/tlsbundle"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -119,7 +121,7 @@ func secretType(so *secretsstorev1.SecretObject) corev1.SecretType {
 
 // tlsSplit is one object split for a TLS Secret.
 type tlsSplit struct {
-	pair tlsPair
+	pair tlsbundle.Pair
 	err  error
 }
 
@@ -127,7 +129,7 @@ func (sp tlsSplit) part(key string) ([]byte, error) {
 	if sp.err != nil {
 		return nil, sp.err
 	}
-	return sp.pair.part(key)
+	return sp.pair.Part(key)
 }
 
 // desiredSecret builds the Secret a valid secretObject asks for from the
@@ -154,7 +156,7 @@ func desiredSecret(namespace, class string, so *secretsstorev1.SecretObject, fil
 		if d.typ == corev1.SecretTypeTLS && (item.Key == corev1.TLSCertKey || item.Key == corev1.TLSPrivateKeyKey) {
 			sp, done := split[name]
 			if !done {
-				sp.pair, sp.err = splitTLS(content)
+				sp.pair, sp.err = tlsbundle.Split(content)
 				split[name] = sp
 			}
 			var err error

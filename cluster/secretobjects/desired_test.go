@@ -10,6 +10,8 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/internal/atomicwrite"
+	"github.com/keymount/keymount/internal/tlsbundle"
+	"github.com/keymount/keymount/internal/tlsbundle/tlsbundletest"
 )
 
 func data(pairs ...string) []*secretsstorev1.SecretObjectData {
@@ -57,13 +59,13 @@ func TestValidate(t *testing.T) {
 }
 
 func TestDesiredSecretMapsObjectsToKeys(t *testing.T) {
-	c := newTestChain(t)
-	bundle := append(c.certsPEM(), c.pkcs8PEM(t)...)
+	c := tlsbundletest.NewChain(t)
+	bundle := append(c.CertsPEM(), c.PKCS8PEM(t)...)
 	files := newVolumeFiles([]atomicwrite.File{
 		{Path: "db/password", Contents: []byte("s3cret")},
 		{Path: "empty", Contents: []byte{}},
 		{Path: "tls/bundle.pem", Contents: bundle},
-		{Path: "ca.pem", Contents: certPEM(c.ca)},
+		{Path: "ca.pem", Contents: tlsbundletest.CertPEM(c.CA)},
 	})
 	tests := []struct {
 		name string
@@ -92,7 +94,7 @@ func TestDesiredSecretMapsObjectsToKeys(t *testing.T) {
 			},
 			want: &desired{
 				namespace: "ns", name: "web", class: "spc", typ: corev1.SecretTypeTLS,
-				data:        map[string][]byte{"tls.crt": c.certsPEM(), "tls.key": c.ecPEM(t), "ca.crt": certPEM(c.ca)}, // SEC 1: how upstream encodes an EC key
+				data:        map[string][]byte{"tls.crt": c.CertsPEM(), "tls.key": c.ECPEM(t), "ca.crt": tlsbundletest.CertPEM(c.CA)}, // SEC 1: how upstream encodes an EC key
 				labels:      map[string]string{ManagedLabel: "true"},
 				annotations: map[string]string{ClassAnnotation: "spc"},
 			},
@@ -139,7 +141,7 @@ func TestDesiredSecretFailures(t *testing.T) {
 		{
 			name: "TLS object that is not TLS names object and key",
 			so:   secretsstorev1.SecretObject{SecretName: "web", Type: "kubernetes.io/tls", Data: data("token", "tls.crt", "token", "tls.key")},
-			want: []string{`Secret "web": object "token" for key "tls.crt": ` + errNotTLS.Error()},
+			want: []string{`Secret "web": object "token" for key "tls.crt": ` + tlsbundle.ErrNotTLS.Error()},
 		},
 	}
 	for _, tt := range tests {

@@ -95,19 +95,8 @@
 // # TLS
 //
 // For a kubernetes.io/tls Secret the keys tls.crt and tls.key are split from
-// their object as the upstream driver splits them. PEM gives its CERTIFICATE
-// blocks in order and its one private key block; other data must be a
-// PKCS#12 archive without password, DER or base64 of it (as Azure Key Vault
-// serves certificates), which gives the leaf then the chain. tls.key is
-// encoded as upstream encodes it, whatever encoding the object used (PKCS#8,
-// PKCS#1 or SEC 1 in PEM, or PKCS#12): PKCS#1 ("RSA PRIVATE KEY") for RSA,
-// SEC 1 ("EC PRIVATE KEY") for ECDSA. Upstream refuses Ed25519 keys;
-// keymount writes them as PKCS#8 ("PRIVATE KEY"), their only PEM encoding.
-// Two differences are deliberate: an archive that does not list the leaf
-// first still gives it first in tls.crt (upstream keeps the archive's order,
-// the same for archives that list the leaf first), and PEM headers are
-// dropped. An archive that asks for more than 1,000,000 key derivation
-// iterations is refused before decoding: the cost is linear in them. Other
+// their object as the upstream driver splits them (package
+// internal/tlsbundle, which keymount-controller's SecretSyncs share). Other
 // keys, and other Secret types, get the object's bytes as they are.
 //
 // # Secrets

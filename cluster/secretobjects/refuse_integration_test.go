@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keymount/keymount/internal/tlsbundle/tlsbundletest"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -140,8 +142,8 @@ func testTypeMismatch(t *testing.T, cl *cluster) {
 		SecretName: "web", Type: "kubernetes.io/tls", Data: data("web.pem", "tls.crt", "web.pem", "tls.key"),
 	})
 	pod := cl.pod(t, ns, "app", "node-a", "web")
-	c := newTestChain(t)
-	vol := newVolume(t, map[string]string{"web.pem": string(append(c.certsPEM(), c.pkcs8PEM(t)...))})
+	c := tlsbundletest.NewChain(t)
+	vol := newVolume(t, map[string]string{"web.pem": string(append(c.CertsPEM(), c.PKCS8PEM(t)...))})
 	n := cl.node("node-a", nil)
 	checkCondition(t, n.sync(t, outcome(pod, spc, vol)), metav1.ConditionFalse, ReasonTypeMismatch,
 		`Secret "web" has type "Opaque"`, `"kubernetes.io/tls"`, "delete the Secret")

@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"testing"
 
+	"github.com/keymount/keymount/internal/tlsbundle/tlsbundletest"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"software.sslmate.com/src/go-pkcs12"
@@ -17,8 +19,8 @@ import (
 
 func testTLS(t *testing.T, cl *cluster) {
 	ns := cl.namespace(t)
-	chain := newTestChain(t)
-	pfx, err := pkcs12.Modern.Encode(chain.key, chain.leaf, []*x509.Certificate{chain.ca}, "")
+	chain := tlsbundletest.NewChain(t)
+	pfx, err := pkcs12.Modern.Encode(chain.Key, chain.Leaf, []*x509.Certificate{chain.CA}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +30,7 @@ func testTLS(t *testing.T, cl *cluster) {
 	)
 	pod := cl.pod(t, ns, "app", "node-a", "web")
 	vol := newVolume(t, map[string]string{
-		"certs/web.pem": string(append(chain.certsPEM(), chain.pkcs8PEM(t)...)),
+		"certs/web.pem": string(append(chain.CertsPEM(), chain.PKCS8PEM(t)...)),
 		"web-pfx":       base64.StdEncoding.EncodeToString(pfx), // as Azure Key Vault serves it
 	})
 	n := cl.node("node-a", nil)
@@ -39,10 +41,10 @@ func testTLS(t *testing.T, cl *cluster) {
 		if s.Type != corev1.SecretTypeTLS {
 			t.Errorf("%s: type %q", name, s.Type)
 		}
-		if string(s.Data[corev1.TLSCertKey]) != string(chain.certsPEM()) {
+		if string(s.Data[corev1.TLSCertKey]) != string(chain.CertsPEM()) {
 			t.Errorf("%s: tls.crt is not the leaf then the CA", name)
 		}
-		if string(s.Data[corev1.TLSPrivateKeyKey]) != string(chain.ecPEM(t)) {
+		if string(s.Data[corev1.TLSPrivateKeyKey]) != string(chain.ECPEM(t)) {
 			t.Errorf("%s: tls.key is not the key as SEC 1, as the upstream driver writes an EC key", name)
 		}
 		pair, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
@@ -50,7 +52,7 @@ func testTLS(t *testing.T, cl *cluster) {
 			t.Errorf("%s: not a key pair: %v", name, err)
 			continue
 		}
-		if !pair.Leaf.Equal(chain.leaf) {
+		if !pair.Leaf.Equal(chain.Leaf) {
 			t.Errorf("%s: leaf is %s", name, pair.Leaf.Subject)
 		}
 	}

@@ -1,12 +1,13 @@
 package restart
 
 import (
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
 	"strconv"
 
-	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/rotation"
 )
 
@@ -47,7 +48,7 @@ func annotationKey(prefix, name string) string {
 // lines "id"="version" (each quoted, so no two sets share their lines). It
 // depends on the objects and their versions only, in any order, so every
 // node that sees the same change derives the same value.
-func AnnotationValue(objects []volume.Object) string {
+func AnnotationValue(objects []secretsstorev1.SecretProviderClassObject) string {
 	lines := make([]string, 0, len(objects))
 	for _, o := range objects {
 		lines = append(lines, strconv.Quote(o.ID)+"="+strconv.Quote(o.Version)+"\n")

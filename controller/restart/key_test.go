@@ -1,13 +1,13 @@
 package restart
 
 import (
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+
 	"regexp"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/keymount/keymount/driver/volume"
 )
 
 func TestAnnotationKey(t *testing.T) {
@@ -43,8 +43,8 @@ func TestAnnotationKey(t *testing.T) {
 }
 
 func TestAnnotationValue(t *testing.T) {
-	objs := []volume.Object{{ID: "db/password", Version: "3"}, {ID: "db/user", Version: "1"}}
-	reversed := []volume.Object{objs[1], objs[0]}
+	objs := []secretsstorev1.SecretProviderClassObject{{ID: "db/password", Version: "3"}, {ID: "db/user", Version: "1"}}
+	reversed := []secretsstorev1.SecretProviderClassObject{objs[1], objs[0]}
 	v := AnnotationValue(objs)
 	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(v) {
 		t.Fatalf("AnnotationValue = %q, want 32 hex digits", v)
@@ -55,7 +55,7 @@ func TestAnnotationValue(t *testing.T) {
 	if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
 		t.Errorf("%q: %v", v, errs) // short and plain, whatever annotations allow
 	}
-	different := map[string][]volume.Object{
+	different := map[string][]secretsstorev1.SecretProviderClassObject{
 		"a new version":  {{ID: "db/password", Version: "4"}, {ID: "db/user", Version: "1"}},
 		"an object more": {{ID: "db/password", Version: "3"}, {ID: "db/user", Version: "1"}, {ID: "db/host", Version: "1"}},
 		"an object less": {{ID: "db/password", Version: "3"}},

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
-	"github.com/keymount/keymount/driver/volume"
 )
 
 // classAttribute is the CSI volume attribute naming the class.
@@ -98,11 +97,7 @@ func (p *podStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	objects := make([]volume.Object, 0, len(st.Status.Objects))
-	for _, o := range st.Status.Objects {
-		objects = append(objects, volume.Object{ID: o.ID, Version: o.Version})
-	}
-	res, err := p.r.Restart(ctx, Change{Pod: pod, Class: class, Objects: objects})
+	res, err := p.r.Restart(ctx, Change{Pod: pod, Class: class, Objects: st.Status.Objects})
 	switch {
 	case err != nil:
 		return ctrl.Result{}, err

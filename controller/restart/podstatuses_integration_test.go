@@ -16,7 +16,6 @@ import (
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/cluster/podstatus"
 	"github.com/keymount/keymount/controller/restart"
-	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation"
 )
@@ -96,7 +95,7 @@ func TestControllerIgnoresForgedReports(t *testing.T) {
 
 	member := a.pod(t, ns, "web-1-a", "node-a", "db", &ref, nil)
 	report(t, c, member, "db", "2", "")
-	key, want := restart.AnnotationKey("db"), restart.AnnotationValue([]volume.Object{{ID: "db/password", Version: "2"}, {ID: "db/user", Version: "1"}})
+	key, want := restart.AnnotationKey("db"), restart.AnnotationValue([]secretsstorev1.SecretProviderClassObject{{ID: "db/password", Version: "2"}, {ID: "db/user", Version: "1"}})
 	eventually(t, "the member's restart", func() bool { return a.getDeployment(t, ns, d.Name).Spec.Template.Annotations[key] == want })
 	if got := a.getDeployment(t, ns, d.Name); got.Generation != d.Generation+1 {
 		t.Errorf("generation %d, want %d: the forged reports wrote the Deployment (annotations %v)", got.Generation, d.Generation+1, got.Spec.Template.Annotations)

@@ -3,13 +3,14 @@
 package restart_test
 
 import (
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/keymount/keymount/controller/restart"
-	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation"
 )
@@ -54,7 +55,7 @@ func TestControllerWithComponentRBAC(t *testing.T) {
 
 	ref := controllerRef("ReplicaSet", rs.Name, rs)
 	report(t, c, a.pod(t, f.ns, "web-1-a", "node-a", "db", &ref, nil), "db", "2", "")
-	want := restart.AnnotationValue([]volume.Object{{ID: "db/password", Version: "2"}, {ID: "db/user", Version: "1"}})
+	want := restart.AnnotationValue([]secretsstorev1.SecretProviderClassObject{{ID: "db/password", Version: "2"}, {ID: "db/user", Version: "1"}})
 	eventually(t, "the Deployment's restart", func() bool {
 		return a.getDeployment(t, f.ns, d.Name).Spec.Template.Annotations[restart.AnnotationKey("db")] == want
 	})

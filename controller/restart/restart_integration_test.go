@@ -28,7 +28,6 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/controller/restart"
-	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/k8senv"
@@ -165,13 +164,13 @@ func class(ns, name string, annotations map[string]string) *secretsstorev1.Secre
 	return &secretsstorev1.SecretProviderClass{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations}}
 }
 
-func objects(version string) []volume.Object {
-	return []volume.Object{{ID: "db/password", Version: version}, {ID: "db/user", Version: "1"}}
+func objects(version string) []secretsstorev1.SecretProviderClassObject {
+	return []secretsstorev1.SecretProviderClassObject{{ID: "db/password", Version: version}, {ID: "db/user", Version: "1"}}
 }
 
 // raceRestart has every node restart for its pod at once, and returns the
 // results.
-func raceRestart(t *testing.T, nodes []*node, pods []*corev1.Pod, spc *secretsstorev1.SecretProviderClass, objs []volume.Object) []restart.Result {
+func raceRestart(t *testing.T, nodes []*node, pods []*corev1.Pod, spc *secretsstorev1.SecretProviderClass, objs []secretsstorev1.SecretProviderClassObject) []restart.Result {
 	t.Helper()
 	results := make([]restart.Result, len(nodes))
 	errs := make([]error, len(nodes))
@@ -231,15 +230,15 @@ func TestRestartOncePerChange(t *testing.T) {
 	steps := []struct {
 		name           string
 		pods           []*corev1.Pod
-		objects        []volume.Object
+		objects        []secretsstorev1.SecretProviderClassObject
 		wantGeneration int64
 		wantPatched    int
 		wantStale      bool
-		wantValue      []volume.Object
+		wantValue      []secretsstorev1.SecretProviderClassObject
 	}{
 		{name: "a change", pods: pods, objects: objects("2"), wantGeneration: d.Generation + 1, wantPatched: 1},
 		{name: "the same change again", pods: pods, objects: objects("2"), wantGeneration: d.Generation + 1},
-		{name: "the same change, objects in another order", pods: pods, objects: []volume.Object{objects("2")[1], objects("2")[0]}, wantGeneration: d.Generation + 1},
+		{name: "the same change, objects in another order", pods: pods, objects: []secretsstorev1.SecretProviderClassObject{objects("2")[1], objects("2")[0]}, wantGeneration: d.Generation + 1},
 		{name: "a new change reported by the rolled-out pods", pods: newPods, objects: objects("3"), wantGeneration: d.Generation + 2, wantPatched: 1},
 		// The old pods, still running, report an older change late: the
 		// workload was restarted since they started, nothing is written.

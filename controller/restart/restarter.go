@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
-	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/rotation"
 )
 
@@ -54,7 +53,7 @@ type Change struct {
 	// are read.
 	Class *secretsstorev1.SecretProviderClass
 	// Objects are the objects the volume holds now, with their versions.
-	Objects []volume.Object
+	Objects []secretsstorev1.SecretProviderClassObject
 }
 
 // Result is what Restart did.
@@ -210,7 +209,7 @@ func podRef(p *corev1.Pod) *corev1.ObjectReference {
 }
 
 // objectList names objects by ID, sorted, at most maxListed of them.
-func objectList(objects []volume.Object) string {
+func objectList(objects []secretsstorev1.SecretProviderClassObject) string {
 	ids := make([]string, 0, len(objects))
 	for _, o := range objects {
 		ids = append(ids, o.ID)

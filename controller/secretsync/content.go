@@ -14,9 +14,9 @@ import (
 
 	secretsyncv1alpha1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
-	"github.com/keymount/keymount/cluster/secretobjects"
 	"github.com/keymount/keymount/controller/synchash"
 	"github.com/keymount/keymount/internal/template"
+	"github.com/keymount/keymount/internal/tlsbundle"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -134,7 +134,7 @@ func desiredContent(ss *secretsyncv1alpha1.SecretSync, files []*v1alpha1.File) (
 			return nil, fmt.Errorf("sourcePath %q (targetKey %q): %w (%s)", d.SourcePath, d.TargetKey, errMissingObject, describe(byPath))
 		}
 		if c.typ == corev1.SecretTypeTLS && (d.TargetKey == corev1.TLSCertKey || d.TargetKey == corev1.TLSPrivateKeyKey) {
-			part, err := secretobjects.TLSPart(b, d.TargetKey)
+			part, err := tlsbundle.Part(b, d.TargetKey)
 			if err != nil {
 				return nil, fmt.Errorf("sourcePath %q for targetKey %q of a %s Secret: %w", d.SourcePath, d.TargetKey, corev1.SecretTypeTLS, err)
 			}

@@ -12,7 +12,7 @@
 // object versions of the last sync, and builds the Secret from the files the
 // provider returns: data mapped sourcePath → targetKey, a kubernetes.io/tls
 // Secret's tls.crt and tls.key split from PEM or PKCS#12 as secretObjects
-// split them (cluster/secretsync.TLSPart), spec.secretObject's labels and
+// split them (internal/tlsbundle.Part), spec.secretObject's labels and
 // annotations, the label secrets-store.sync.x-k8s.io: "" and exactly one
 // owner reference, to the SecretSync (controller: true). The Secret is
 // written by server-side apply with field manager FieldManager, and only

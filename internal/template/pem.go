@@ -2,7 +2,6 @@ package template
 
 import (
 	"bytes"
-	"crypto"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
@@ -10,7 +9,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/keymount/keymount/internal/tlsbundle"
 
 	"github.com/go-jose/go-jose/v4"
 	"software.sslmate.com/src/go-pkcs12"
@@ -55,7 +55,7 @@ func pkcs12certPass(pass, input string) (string, error) {
 			return "", fmt.Errorf("pkcs12cert: %w", err)
 		}
 	}
-	return encodeCerts(orderChain(certs)), nil
+	return string(tlsbundle.EncodeCertificates(tlsbundle.OrderChain(certs))), nil
 }
 
 func pemToPkcs12(cert, key string) (string, error) { return pemToPkcs12Pass(cert, key, "") }
@@ -63,18 +63,18 @@ func pemToPkcs12(cert, key string) (string, error) { return pemToPkcs12Pass(cert
 // pemToPkcs12Pass builds a PKCS#12 archive from a PEM certificate (chain,
 // leaf first) and a PEM private key, and returns it base64-encoded.
 func pemToPkcs12Pass(cert, key, pass string) (string, error) {
-	certs, err := parseCerts(cert)
+	certs, err := tlsbundle.ParseCertificates([]byte(cert))
 	if err != nil {
 		return "", fmt.Errorf("pemToPkcs12: %w", err)
 	}
 	if len(certs) == 0 {
 		return "", errors.New("pemToPkcs12: no CERTIFICATE block in the certificate")
 	}
-	k, err := parseKey(key)
+	k, err := tlsbundle.ParsePrivateKey([]byte(key))
 	if err != nil {
 		return "", fmt.Errorf("pemToPkcs12: %w", err)
 	}
-	certs = leafFirst(certs, k)
+	certs = tlsbundle.LeafFirst(certs, k)
 	// The salts come from the inputs, so the same inputs give the same
 	// archive and an unchanged Secret is not rewritten.
 	enc := pkcs12.Modern2023.WithRand(newSeededReader(cert, key, pass))
@@ -121,11 +121,11 @@ func filterPEM(pemType, input string) (string, error) {
 // certificates (CAs that are not self-issued) or the "root" (the last, if
 // self-issued), as PEM; empty when the chain has none.
 func filterCertChain(certType, input string) (string, error) {
-	certs, err := parseCerts(input)
+	certs, err := tlsbundle.ParseCertificates([]byte(input))
 	if err != nil {
 		return "", fmt.Errorf("filterCertChain: %w", err)
 	}
-	chain := orderChain(certs)
+	chain := tlsbundle.OrderChain(certs)
 	var picked []*x509.Certificate
 	for i, c := range chain {
 		selfIssued := bytes.Equal(c.RawSubject, c.RawIssuer)
@@ -146,7 +146,7 @@ func filterCertChain(certType, input string) (string, error) {
 			return "", fmt.Errorf("filterCertChain: certificate type %q: want leaf, intermediate or root", certType)
 		}
 	}
-	return encodeCerts(picked), nil
+	return string(tlsbundle.EncodeCertificates(picked)), nil
 }
 
 // jwkPublicKeyPem returns the public key of a JSON Web Key as a PEM PUBLIC
@@ -178,125 +178,6 @@ func jwkPrivateKeyPem(jwkJSON string) (string, error) {
 		return "", fmt.Errorf("jwkPrivateKeyPem: %w", err)
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: pemPrivateKey, Bytes: der})), nil
-}
-
-// parseCerts returns every CERTIFICATE block of input, parsed.
-func parseCerts(input string) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	rest := []byte(input)
-	for {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return certs, nil
-		}
-		if block.Type != pemCertificate {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %d: %w", len(certs)+1, err)
-		}
-		certs = append(certs, c)
-	}
-}
-
-// parseKey returns the first private key of input: PKCS#8, PKCS#1 (RSA) or
-// SEC 1 (EC).
-func parseKey(input string) (any, error) {
-	rest := []byte(input)
-	for {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return nil, errors.New("no PRIVATE KEY block in the key")
-		}
-		switch block.Type {
-		case pemPrivateKey:
-			return x509.ParsePKCS8PrivateKey(block.Bytes)
-		case "RSA PRIVATE KEY":
-			return x509.ParsePKCS1PrivateKey(block.Bytes)
-		case "EC PRIVATE KEY":
-			return x509.ParseECPrivateKey(block.Bytes)
-		}
-		if strings.HasSuffix(block.Type, "PRIVATE KEY") {
-			return nil, fmt.Errorf("private key block %q not supported", block.Type)
-		}
-	}
-}
-
-// leafFirst moves the certificate of key's public key to the front (the
-// archive's own certificate); the others follow as its CA certificates.
-func leafFirst(certs []*x509.Certificate, key any) []*x509.Certificate {
-	priv, ok := key.(interface{ Public() crypto.PublicKey })
-	if !ok {
-		return certs
-	}
-	pub, ok := priv.Public().(interface{ Equal(crypto.PublicKey) bool })
-	if !ok {
-		return certs
-	}
-	for i, c := range certs {
-		if pub.Equal(c.PublicKey) {
-			out := append([]*x509.Certificate{c}, certs[:i]...)
-			return append(out, certs[i+1:]...)
-		}
-	}
-	return certs
-}
-
-// orderChain puts a chain in order: the leaf (the one certificate that
-// issued none of the others), then its issuer, and so on; certificates it
-// cannot place (several leaves, disjoint chains) keep their order after it.
-func orderChain(certs []*x509.Certificate) []*x509.Certificate {
-	var leaves []int
-	for i, c := range certs {
-		issuer := false
-		for j, o := range certs {
-			if i != j && bytes.Equal(c.RawSubject, o.RawIssuer) && !bytes.Equal(o.RawSubject, o.RawIssuer) {
-				issuer = true
-				break
-			}
-		}
-		if !issuer {
-			leaves = append(leaves, i)
-		}
-	}
-	if len(leaves) != 1 {
-		return certs
-	}
-	used := make([]bool, len(certs))
-	ordered := []*x509.Certificate{certs[leaves[0]]}
-	used[leaves[0]] = true
-	for cur := certs[leaves[0]]; !bytes.Equal(cur.RawSubject, cur.RawIssuer); {
-		next := -1
-		for j, o := range certs {
-			if !used[j] && bytes.Equal(o.RawSubject, cur.RawIssuer) {
-				next = j
-				break
-			}
-		}
-		if next < 0 {
-			break
-		}
-		used[next] = true
-		cur = certs[next]
-		ordered = append(ordered, cur)
-	}
-	for j, c := range certs {
-		if !used[j] {
-			ordered = append(ordered, c)
-		}
-	}
-	return ordered
-}
-
-func encodeCerts(certs []*x509.Certificate) string {
-	var out bytes.Buffer
-	for _, c := range certs {
-		out.Write(pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: c.Raw}))
-	}
-	return out.String()
 }
 
 // seededReader is a deterministic byte stream (SHA-256 in counter mode over

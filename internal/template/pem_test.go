@@ -15,6 +15,8 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"software.sslmate.com/src/go-pkcs12"
+
+	"github.com/keymount/keymount/internal/tlsbundle"
 )
 
 type testCert struct {
@@ -76,7 +78,7 @@ func chain(t *testing.T) (root, inter, leaf testCert) {
 
 func commonNames(t *testing.T, pemText string) []string {
 	t.Helper()
-	certs, err := parseCerts(pemText)
+	certs, err := tlsbundle.ParseCertificates([]byte(pemText))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package secretobjects
+package tlsbundle
 
 import (
 	"bytes"
@@ -10,20 +10,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keymount/keymount/internal/tlsbundle/tlsbundletest"
+
 	corev1 "k8s.io/api/core/v1"
 	"software.sslmate.com/src/go-pkcs12"
 )
 
 // fixedErrors are every error splitting may return; each message is fixed.
 var fixedErrors = []error{
-	errNoCertificate, errNoPrivateKey, errSeveralPrivateKeys, errEncryptedKey, errNotTLS,
+	errNoCertificate, errNoPrivateKey, errSeveralPrivateKeys, errEncryptedKey, ErrNotTLS,
 	errPKCS12Password, errPKCS12Unsupported, errPKCS12NoKey, errPKCS12NoCert, errTooManyIterations,
 	errKeyUnparsable, errKeyType,
 }
 
-func encodePKCS12(t testing.TB, enc *pkcs12.Encoder, c testChain, leaf *x509.Certificate, chain []*x509.Certificate, password string) []byte {
+func encodePKCS12(t testing.TB, enc *pkcs12.Encoder, c tlsbundletest.Chain, leaf *x509.Certificate, chain []*x509.Certificate, password string) []byte {
 	t.Helper()
-	der, err := enc.Encode(c.key, leaf, chain, password)
+	der, err := enc.Encode(c.Key, leaf, chain, password)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,9 +37,9 @@ func encodePKCS12(t testing.TB, enc *pkcs12.Encoder, c testChain, leaf *x509.Cer
 // asks for many iterations without the test spending them on encoding.
 const markerIterations = 0x010203
 
-func manyIterations(t testing.TB, enc *pkcs12.Encoder, c testChain) []byte {
+func manyIterations(t testing.TB, enc *pkcs12.Encoder, c tlsbundletest.Chain) []byte {
 	t.Helper()
-	der := encodePKCS12(t, enc.WithIterations(markerIterations), c, c.leaf, []*x509.Certificate{c.ca}, "")
+	der := encodePKCS12(t, enc.WithIterations(markerIterations), c, c.Leaf, []*x509.Certificate{c.CA}, "")
 	marker := []byte{2, 3, 1, 2, 3}
 	if bytes.Count(der, marker) == 0 {
 		t.Fatal("no iteration count in the archive")
@@ -58,39 +60,39 @@ func wrapBase64(der []byte) []byte {
 }
 
 func TestTLSPartSplitsPEMAndPKCS12(t *testing.T) {
-	c := newTestChain(t)
-	bundle := bytes.Join([][]byte{c.certsPEM(), c.pkcs8PEM(t)}, nil)
-	modern := encodePKCS12(t, pkcs12.Modern, c, c.leaf, []*x509.Certificate{c.ca}, "")
+	c := tlsbundletest.NewChain(t)
+	bundle := bytes.Join([][]byte{c.CertsPEM(), c.PKCS8PEM(t)}, nil)
+	modern := encodePKCS12(t, pkcs12.Modern, c, c.Leaf, []*x509.Certificate{c.CA}, "")
 	tests := []struct {
 		name string
 		data []byte
 	}{
 		{"PEM certificates then PKCS#8 key", bundle},
-		{"PEM key first", bytes.Join([][]byte{c.pkcs8PEM(t), c.certsPEM()}, nil)},
+		{"PEM key first", bytes.Join([][]byte{c.PKCS8PEM(t), c.CertsPEM()}, nil)},
 		{"PEM with EC PARAMETERS and EC key, as openssl writes it",
-			bytes.Join([][]byte{pem.EncodeToMemory(&pem.Block{Type: "EC PARAMETERS", Bytes: []byte{6, 8, 42, 134, 72, 206, 61, 3, 1, 7}}), c.ecPEM(t), c.certsPEM()}, nil)},
-		{"PEM with text around blocks", bytes.Join([][]byte{[]byte("subject=CN = app\n"), c.certsPEM(), []byte("\nkey:\n"), c.pkcs8PEM(t)}, nil)},
+			bytes.Join([][]byte{pem.EncodeToMemory(&pem.Block{Type: "EC PARAMETERS", Bytes: []byte{6, 8, 42, 134, 72, 206, 61, 3, 1, 7}}), c.ECPEM(t), c.CertsPEM()}, nil)},
+		{"PEM with text around blocks", bytes.Join([][]byte{[]byte("subject=CN = app\n"), c.CertsPEM(), []byte("\nkey:\n"), c.PKCS8PEM(t)}, nil)},
 		{"PKCS#12 modern, DER", modern},
 		{"PKCS#12 modern, base64 (Azure Key Vault)", []byte(base64.StdEncoding.EncodeToString(modern))},
 		{"PKCS#12 modern, base64 with line breaks", wrapBase64(modern)},
-		{"PKCS#12 legacy RC2, DER", encodePKCS12(t, pkcs12.LegacyRC2, c, c.leaf, []*x509.Certificate{c.ca}, "")},
-		{"PKCS#12 passwordless", encodePKCS12(t, pkcs12.Passwordless, c, c.leaf, []*x509.Certificate{c.ca}, "")},
-		{"PKCS#12 that lists the CA before the leaf", encodePKCS12(t, pkcs12.Modern, c, c.ca, []*x509.Certificate{c.leaf}, "")},
+		{"PKCS#12 legacy RC2, DER", encodePKCS12(t, pkcs12.LegacyRC2, c, c.Leaf, []*x509.Certificate{c.CA}, "")},
+		{"PKCS#12 passwordless", encodePKCS12(t, pkcs12.Passwordless, c, c.Leaf, []*x509.Certificate{c.CA}, "")},
+		{"PKCS#12 that lists the CA before the leaf", encodePKCS12(t, pkcs12.Modern, c, c.CA, []*x509.Certificate{c.Leaf}, "")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			crt, err := tlsPart(tt.data, corev1.TLSCertKey)
+			crt, err := Part(tt.data, corev1.TLSCertKey)
 			if err != nil {
 				t.Fatalf("tls.crt: %v", err)
 			}
-			if !bytes.Equal(crt, c.certsPEM()) {
+			if !bytes.Equal(crt, c.CertsPEM()) {
 				t.Errorf("tls.crt is not the leaf then the CA as PEM:\n%s", crt)
 			}
-			key, err := tlsPart(tt.data, corev1.TLSPrivateKeyKey)
+			key, err := Part(tt.data, corev1.TLSPrivateKeyKey)
 			if err != nil {
 				t.Fatalf("tls.key: %v", err)
 			}
-			if !c.key.PublicKey.Equal(parseKeyPEM(t, key).Public()) {
+			if !c.Key.PublicKey.Equal(tlsbundletest.ParseKeyPEM(t, key).Public()) {
 				t.Error("tls.key is not the leaf's key")
 			}
 			if _, err := tls.X509KeyPair(crt, key); err != nil {
@@ -101,8 +103,8 @@ func TestTLSPartSplitsPEMAndPKCS12(t *testing.T) {
 }
 
 func TestTLSPartErrors(t *testing.T) {
-	c := newTestChain(t)
-	withPassword := encodePKCS12(t, pkcs12.Modern, c, c.leaf, nil, "hunter2")
+	c := tlsbundletest.NewChain(t)
+	withPassword := encodePKCS12(t, pkcs12.Modern, c, c.Leaf, nil, "hunter2")
 	encrypted := pem.EncodeToMemory(&pem.Block{Type: pemECKey, Headers: map[string]string{"Proc-Type": "4,ENCRYPTED", "DEK-Info": "AES-128-CBC,00"}, Bytes: []byte{1, 2, 3}})
 	tests := []struct {
 		name string
@@ -110,28 +112,28 @@ func TestTLSPartErrors(t *testing.T) {
 		key  string
 		want error
 	}{
-		{"PEM without key", c.certsPEM(), corev1.TLSPrivateKeyKey, errNoPrivateKey},
-		{"PEM without certificate", c.pkcs8PEM(t), corev1.TLSCertKey, errNoCertificate},
-		{"key block that holds no key", append(c.certsPEM(), pem.EncodeToMemory(&pem.Block{Type: pemPKCS8Key, Bytes: []byte("not a key")})...),
+		{"PEM without key", c.CertsPEM(), corev1.TLSPrivateKeyKey, errNoPrivateKey},
+		{"PEM without certificate", c.PKCS8PEM(t), corev1.TLSCertKey, errNoCertificate},
+		{"key block that holds no key", append(c.CertsPEM(), pem.EncodeToMemory(&pem.Block{Type: pemPKCS8Key, Bytes: []byte("not a key")})...),
 			corev1.TLSPrivateKeyKey, errKeyUnparsable},
-		{"X25519 key, which cannot sign", append(c.certsPEM(), x25519PEM(t)...), corev1.TLSPrivateKeyKey, errKeyType},
-		{"two keys", bytes.Join([][]byte{c.certsPEM(), c.pkcs8PEM(t), c.ecPEM(t)}, nil), corev1.TLSPrivateKeyKey, errSeveralPrivateKeys},
-		{"PKCS#8 encrypted key", append(c.certsPEM(), pem.EncodeToMemory(&pem.Block{Type: pemEncryptedKey, Bytes: []byte{1}})...), corev1.TLSPrivateKeyKey, errEncryptedKey},
-		{"legacy encrypted PEM key", append(c.certsPEM(), encrypted...), corev1.TLSPrivateKeyKey, errEncryptedKey},
+		{"X25519 key, which cannot sign", append(c.CertsPEM(), x25519PEM(t)...), corev1.TLSPrivateKeyKey, errKeyType},
+		{"two keys", bytes.Join([][]byte{c.CertsPEM(), c.PKCS8PEM(t), c.ECPEM(t)}, nil), corev1.TLSPrivateKeyKey, errSeveralPrivateKeys},
+		{"PKCS#8 encrypted key", append(c.CertsPEM(), pem.EncodeToMemory(&pem.Block{Type: pemEncryptedKey, Bytes: []byte{1}})...), corev1.TLSPrivateKeyKey, errEncryptedKey},
+		{"legacy encrypted PEM key", append(c.CertsPEM(), encrypted...), corev1.TLSPrivateKeyKey, errEncryptedKey},
 		{"PKCS#12 with a password", withPassword, corev1.TLSCertKey, errPKCS12Password},
 		{"base64 PKCS#12 with a password", []byte(base64.StdEncoding.EncodeToString(withPassword)), corev1.TLSPrivateKeyKey, errPKCS12Password},
 		{"PKCS#12 asking for 8 million iterations", manyIterations(t, pkcs12.Modern, c), corev1.TLSCertKey, errTooManyIterations},
 		{"legacy PKCS#12 asking for 8 million iterations", manyIterations(t, pkcs12.LegacyRC2, c), corev1.TLSPrivateKeyKey, errTooManyIterations},
 		{"base64 PKCS#12 asking for 8 million iterations", []byte(base64.StdEncoding.EncodeToString(manyIterations(t, pkcs12.Modern, c))), corev1.TLSPrivateKeyKey, errTooManyIterations},
-		{"text", []byte("correct horse battery staple"), corev1.TLSCertKey, errNotTLS},
-		{"base64 of text", []byte(base64.StdEncoding.EncodeToString([]byte("not a pfx"))), corev1.TLSCertKey, errNotTLS},
-		{"empty", nil, corev1.TLSPrivateKeyKey, errNotTLS},
+		{"text", []byte("correct horse battery staple"), corev1.TLSCertKey, ErrNotTLS},
+		{"base64 of text", []byte(base64.StdEncoding.EncodeToString([]byte("not a pfx"))), corev1.TLSCertKey, ErrNotTLS},
+		{"empty", nil, corev1.TLSPrivateKeyKey, ErrNotTLS},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tlsPart(tt.data, tt.key)
+			got, err := Part(tt.data, tt.key)
 			if !errors.Is(err, tt.want) {
-				t.Fatalf("tlsPart = %d bytes, %v; want %v", len(got), err, tt.want)
+				t.Fatalf("Part = %d bytes, %v; want %v", len(got), err, tt.want)
 			}
 			if got != nil {
 				t.Errorf("tlsPart returned %d bytes with an error", len(got))
@@ -142,27 +144,27 @@ func TestTLSPartErrors(t *testing.T) {
 
 // A certificate bundle without a key still fills tls.crt: only tls.key needs one.
 func TestTLSPartCertificatesWithoutKey(t *testing.T) {
-	c := newTestChain(t)
-	got, err := tlsPart(c.certsPEM(), corev1.TLSCertKey)
-	if err != nil || !bytes.Equal(got, c.certsPEM()) {
+	c := tlsbundletest.NewChain(t)
+	got, err := Part(c.CertsPEM(), corev1.TLSCertKey)
+	if err != nil || !bytes.Equal(got, c.CertsPEM()) {
 		t.Fatalf("tls.crt = %q, %v", got, err)
 	}
 }
 
-func FuzzSplitTLS(f *testing.F) {
-	c := newTestChain(f)
-	modern := encodePKCS12(f, pkcs12.Modern, c, c.leaf, []*x509.Certificate{c.ca}, "")
-	f.Add(append(c.certsPEM(), c.pkcs8PEM(f)...))
-	f.Add(append(c.certsPEM(), c.ecPEM(f)...))
+func FuzzSplit(f *testing.F) {
+	c := tlsbundletest.NewChain(f)
+	modern := encodePKCS12(f, pkcs12.Modern, c, c.Leaf, []*x509.Certificate{c.CA}, "")
+	f.Add(append(c.CertsPEM(), c.PKCS8PEM(f)...))
+	f.Add(append(c.CertsPEM(), c.ECPEM(f)...))
 	f.Add(modern)
 	f.Add([]byte(base64.StdEncoding.EncodeToString(modern)))
-	f.Add(encodePKCS12(f, pkcs12.LegacyRC2, c, c.leaf, nil, ""))
-	f.Add(encodePKCS12(f, pkcs12.Modern, c, c.leaf, nil, "pw"))
+	f.Add(encodePKCS12(f, pkcs12.LegacyRC2, c, c.Leaf, nil, ""))
+	f.Add(encodePKCS12(f, pkcs12.Modern, c, c.Leaf, nil, "pw"))
 	f.Add(manyIterations(f, pkcs12.Modern, c))
 	f.Add([]byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := splitTLS(data)
+		p, err := Split(data)
 		if err != nil {
 			checkFixedError(t, err)
 			return
@@ -171,7 +173,7 @@ func FuzzSplitTLS(f *testing.F) {
 			checkFixedError(t, p.keyErr)
 		}
 		for _, key := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
-			out, err := tlsPart(data, key)
+			out, err := Part(data, key)
 			if err != nil {
 				checkFixedError(t, err)
 				continue

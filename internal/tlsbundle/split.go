@@ -1,8 +1,8 @@
-package secretobjects
+package tlsbundle
 
 import (
 	"bytes"
-	"crypto"
+
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -20,7 +20,7 @@ var (
 	errNoPrivateKey       = errors.New("no private key block (PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)")
 	errSeveralPrivateKeys = errors.New("more than one private key block")
 	errEncryptedKey       = errors.New("the private key is encrypted; keymount needs an unencrypted key")
-	errNotTLS             = errors.New("neither PEM nor a PKCS#12 archive (DER, or base64 of it)")
+	ErrNotTLS             = errors.New("neither PEM nor a PKCS#12 archive (DER, or base64 of it)")
 	errPKCS12Password     = errors.New("the PKCS#12 archive has a password; keymount reads archives without one")
 	errPKCS12Unsupported  = errors.New("the PKCS#12 archive uses an algorithm or content keymount cannot read")
 	errPKCS12NoKey        = errors.New("the PKCS#12 archive has no private key")
@@ -38,9 +38,9 @@ const (
 	pemEncryptedKey = "ENCRYPTED PRIVATE KEY"
 )
 
-// tlsPair is a TLS object split into PEM certificates and a PEM private key,
+// Pair is a TLS object split into PEM certificates and a PEM private key,
 // encoded as encodeKey does.
-type tlsPair struct {
+type Pair struct {
 	certs []byte // every certificate, leaf first; nil when there is none
 	key   []byte // the private key; nil when keyErr is set
 	// keyErr says why there is no usable key. It only matters to tls.key:
@@ -48,18 +48,19 @@ type tlsPair struct {
 	keyErr error
 }
 
-// tlsPart returns the content of key (tls.crt or tls.key) of a
-// kubernetes.io/tls Secret from the object data, which is PEM or PKCS#12.
-func tlsPart(data []byte, key string) ([]byte, error) {
-	p, err := splitTLS(data)
+// Part returns the content of key (tls.crt or tls.key) of a
+// kubernetes.io/tls Secret split from an object's data (PEM or PKCS#12).
+// Its errors never carry a byte of data.
+func Part(data []byte, key string) ([]byte, error) {
+	p, err := Split(data)
 	if err != nil {
 		return nil, err
 	}
-	return p.part(key)
+	return p.Part(key)
 }
 
-// part returns the content of key (tls.crt or tls.key).
-func (p tlsPair) part(key string) ([]byte, error) {
+// Part returns the content of key (tls.crt or tls.key).
+func (p Pair) Part(key string) ([]byte, error) {
 	if key == corev1.TLSPrivateKeyKey {
 		return p.key, p.keyErr
 	}
@@ -69,11 +70,11 @@ func (p tlsPair) part(key string) ([]byte, error) {
 	return p.certs, nil
 }
 
-// splitTLS splits a TLS object. Data with a PEM block is PEM: all
+// Split splits a TLS object. Data with a PEM block is PEM: all
 // CERTIFICATE blocks in order, and its one private key block. Anything else
 // must be a PKCS#12 archive without password, raw or base64 (Azure Key Vault
 // serves PFX certificates as base64).
-func splitTLS(data []byte) (tlsPair, error) {
+func Split(data []byte) (Pair, error) {
 	if block, _ := pem.Decode(data); block != nil {
 		return splitPEM(data), nil
 	}
@@ -82,8 +83,8 @@ func splitTLS(data []byte) (tlsPair, error) {
 
 // splitPEM collects the certificates and the private key of PEM data. Other
 // blocks (EC PARAMETERS, for one) are left out; headers are dropped.
-func splitPEM(data []byte) tlsPair {
-	var p tlsPair
+func splitPEM(data []byte) Pair {
+	var p Pair
 	var keys int
 	var keyDER []byte
 	encrypted := false
@@ -122,28 +123,25 @@ func splitPEM(data []byte) tlsPair {
 }
 
 // splitPKCS12 decodes a PKCS#12 archive without password, raw DER or base64.
-func splitPKCS12(data []byte) (tlsPair, error) {
+func splitPKCS12(data []byte) (Pair, error) {
 	key, leaf, chain, err := decodePKCS12(data)
 	if err != nil && !errors.Is(err, errTooManyIterations) && !errors.Is(err, errPKCS12Unsupported) {
 		der, ok := decodeBase64(data)
 		if !ok {
-			return tlsPair{}, err
+			return Pair{}, err
 		}
 		key, leaf, chain, err = decodePKCS12(der)
 	}
 	if err != nil {
-		return tlsPair{}, err
+		return Pair{}, err
 	}
 	switch {
 	case key == nil:
-		return tlsPair{}, errPKCS12NoKey
+		return Pair{}, errPKCS12NoKey
 	case leaf == nil:
-		return tlsPair{}, errPKCS12NoCert
+		return Pair{}, errPKCS12NoCert
 	}
-	var p tlsPair
-	for _, c := range leafFirst(key, append([]*x509.Certificate{leaf}, chain...)) {
-		p.certs = append(p.certs, pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: c.Raw})...)
-	}
+	p := Pair{certs: EncodeCertificates(LeafFirst(append([]*x509.Certificate{leaf}, chain...), key))}
 	p.key, p.keyErr = encodeKey(key)
 	return p, nil
 }
@@ -161,29 +159,6 @@ func decodePKCS12(der []byte) (key any, leaf *x509.Certificate, chain []*x509.Ce
 	return key, leaf, chain, nil
 }
 
-// leafFirst moves the certificate of the private key to the front; the
-// others keep their order. An archive need not list the leaf first.
-func leafFirst(key any, certs []*x509.Certificate) []*x509.Certificate {
-	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return certs
-	}
-	pub, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool })
-	if !ok {
-		return certs
-	}
-	for i, c := range certs {
-		if !pub.Equal(c.PublicKey) {
-			continue
-		}
-		out := make([]*x509.Certificate, 0, len(certs))
-		out = append(out, c)
-		out = append(out, certs[:i]...)
-		return append(out, certs[i+1:]...)
-	}
-	return certs
-}
-
 // pkcs12Error turns a decoding error into one of the fixed errors: the
 // library's messages are not ours to vouch for.
 func pkcs12Error(err error) error {
@@ -194,7 +169,7 @@ func pkcs12Error(err error) error {
 	case errors.As(err, &notImplemented):
 		return errPKCS12Unsupported
 	default:
-		return errNotTLS
+		return ErrNotTLS
 	}
 }
 
@@ -211,12 +186,4 @@ func decodeBase64(data []byte) ([]byte, bool) {
 		}
 	}
 	return nil, false
-}
-
-// TLSPart returns the content of key (tls.crt or tls.key) of a
-// kubernetes.io/tls Secret split from an object's data (PEM or PKCS#12), as
-// secretObjects split it. keymount-controller's SecretSyncs share it. Its
-// errors never carry a byte of data.
-func TLSPart(data []byte, key string) ([]byte, error) {
-	return tlsPart(data, key)
 }

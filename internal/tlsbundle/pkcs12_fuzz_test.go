@@ -1,4 +1,4 @@
-package secretobjects
+package tlsbundle
 
 import (
 	"crypto"
@@ -7,6 +7,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"testing"
+
+	"github.com/keymount/keymount/internal/tlsbundle/tlsbundletest"
 
 	"software.sslmate.com/src/go-pkcs12"
 )
@@ -19,15 +21,15 @@ import (
 // is one block that parses back to a signing key (or a fixed error for a
 // key keymount does not write).
 func FuzzPKCS12(f *testing.F) {
-	c := newTestChain(f)
-	modern := encodePKCS12(f, pkcs12.Modern, c, c.leaf, []*x509.Certificate{c.ca}, "")
-	legacy := encodePKCS12(f, pkcs12.LegacyRC2, c, c.leaf, []*x509.Certificate{c.ca}, "")
+	c := tlsbundletest.NewChain(f)
+	modern := encodePKCS12(f, pkcs12.Modern, c, c.Leaf, []*x509.Certificate{c.CA}, "")
+	legacy := encodePKCS12(f, pkcs12.LegacyRC2, c, c.Leaf, []*x509.Certificate{c.CA}, "")
 	for _, seed := range [][]byte{
 		modern,
 		legacy,
-		encodePKCS12(f, pkcs12.Passwordless, c, c.leaf, []*x509.Certificate{c.ca}, ""),
-		encodePKCS12(f, pkcs12.Modern, c, c.ca, []*x509.Certificate{c.leaf}, ""),
-		encodePKCS12(f, pkcs12.Modern, c, c.leaf, nil, "hunter2"),
+		encodePKCS12(f, pkcs12.Passwordless, c, c.Leaf, []*x509.Certificate{c.CA}, ""),
+		encodePKCS12(f, pkcs12.Modern, c, c.CA, []*x509.Certificate{c.Leaf}, ""),
+		encodePKCS12(f, pkcs12.Modern, c, c.Leaf, nil, "hunter2"),
 		[]byte(base64.StdEncoding.EncodeToString(modern)),
 		[]byte(base64.RawStdEncoding.EncodeToString(legacy)),
 		wrapBase64(modern),
@@ -62,7 +64,7 @@ func FuzzPKCS12(f *testing.F) {
 			checkFixedError(t, p.keyErr)
 			return
 		}
-		key := parseKeyPEM(t, p.key)
+		key := tlsbundletest.ParseKeyPEM(t, p.key)
 		pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
 		if !ok {
 			return

@@ -1,4 +1,4 @@
-package secretobjects
+package tlsbundle
 
 import (
 	"crypto/ecdsa"

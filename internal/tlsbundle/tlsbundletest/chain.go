@@ -1,4 +1,6 @@
-package secretobjects
+// Package tlsbundletest builds certificate chains and keys for the tests of
+// TLS splitting: a CA, a leaf it signed and the leaf's key, in PEM.
+package tlsbundletest
 
 import (
 	"crypto"
@@ -13,15 +15,16 @@ import (
 	"time"
 )
 
-// testChain is a leaf certificate signed by a CA, with the leaf's key.
-type testChain struct {
-	leaf, ca *x509.Certificate
-	key      *ecdsa.PrivateKey
+// Chain is a leaf certificate signed by a CA, with the leaf's key.
+type Chain struct {
+	Leaf, CA *x509.Certificate
+	Key      *ecdsa.PrivateKey
 }
 
-func newTestChain(t testing.TB) testChain {
+// NewChain returns a new chain: an ECDSA CA and a leaf for app.example.com.
+func NewChain(t testing.TB) Chain {
 	t.Helper()
-	caKey := newKey(t)
+	caKey := NewKey(t)
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "keymount test CA"},
@@ -31,8 +34,8 @@ func newTestChain(t testing.TB) testChain {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign,
 	}
-	ca := createCert(t, caTmpl, caTmpl, caKey.Public(), caKey)
-	key := newKey(t)
+	ca := CreateCert(t, caTmpl, caTmpl, caKey.Public(), caKey)
+	key := NewKey(t)
 	leafTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2),
 		Subject:      pkix.Name{CommonName: "app.example.com"},
@@ -42,11 +45,12 @@ func newTestChain(t testing.TB) testChain {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	leaf := createCert(t, leafTmpl, ca, key.Public(), caKey)
-	return testChain{leaf: leaf, ca: ca, key: key}
+	leaf := CreateCert(t, leafTmpl, ca, key.Public(), caKey)
+	return Chain{Leaf: leaf, CA: ca, Key: key}
 }
 
-func newKey(t testing.TB) *ecdsa.PrivateKey {
+// NewKey returns a new ECDSA P-256 key.
+func NewKey(t testing.TB) *ecdsa.PrivateKey {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -55,7 +59,8 @@ func newKey(t testing.TB) *ecdsa.PrivateKey {
 	return k
 }
 
-func createCert(t testing.TB, tmpl, parent *x509.Certificate, pub crypto.PublicKey, signer crypto.Signer) *x509.Certificate {
+// CreateCert signs tmpl with signer as parent and parses the result.
+func CreateCert(t testing.TB, tmpl, parent *x509.Certificate, pub crypto.PublicKey, signer crypto.Signer) *x509.Certificate {
 	t.Helper()
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
 	if err != nil {
@@ -68,37 +73,38 @@ func createCert(t testing.TB, tmpl, parent *x509.Certificate, pub crypto.PublicK
 	return c
 }
 
-// certsPEM is the chain's certificates as PEM, leaf first.
-func (c testChain) certsPEM() []byte {
-	return append(certPEM(c.leaf), certPEM(c.ca)...)
+// CertsPEM is the chain's certificates as PEM, leaf first.
+func (c Chain) CertsPEM() []byte {
+	return append(CertPEM(c.Leaf), CertPEM(c.CA)...)
 }
 
-func certPEM(c *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: c.Raw})
+// CertPEM is one certificate as a CERTIFICATE block.
+func CertPEM(c *x509.Certificate) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 }
 
-// pkcs8PEM is the leaf key as a PKCS#8 PEM block.
-func (c testChain) pkcs8PEM(t testing.TB) []byte {
+// PKCS8PEM is the leaf key as a PKCS#8 PEM block.
+func (c Chain) PKCS8PEM(t testing.TB) []byte {
 	t.Helper()
-	der, err := x509.MarshalPKCS8PrivateKey(c.key)
+	der, err := x509.MarshalPKCS8PrivateKey(c.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: pemPKCS8Key, Bytes: der})
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 }
 
-// ecPEM is the leaf key as a SEC 1 "EC PRIVATE KEY" block.
-func (c testChain) ecPEM(t testing.TB) []byte {
+// ECPEM is the leaf key as a SEC 1 "EC PRIVATE KEY" block.
+func (c Chain) ECPEM(t testing.TB) []byte {
 	t.Helper()
-	der, err := x509.MarshalECPrivateKey(c.key)
+	der, err := x509.MarshalECPrivateKey(c.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: pemECKey, Bytes: der})
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 }
 
-// parseKeyPEM parses a PEM private key the way a TLS server would.
-func parseKeyPEM(t testing.TB, data []byte) crypto.Signer {
+// ParseKeyPEM parses a PEM private key the way a TLS server would.
+func ParseKeyPEM(t testing.TB, data []byte) crypto.Signer {
 	t.Helper()
 	block, rest := pem.Decode(data)
 	if block == nil || len(rest) != 0 {
@@ -107,11 +113,11 @@ func parseKeyPEM(t testing.TB, data []byte) crypto.Signer {
 	var key any
 	var err error
 	switch block.Type {
-	case pemPKCS8Key:
+	case "PRIVATE KEY":
 		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-	case pemRSAKey:
+	case "RSA PRIVATE KEY":
 		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-	case pemECKey:
+	case "EC PRIVATE KEY":
 		key, err = x509.ParseECPrivateKey(block.Bytes)
 	default:
 		t.Fatalf("tls.key block type %q", block.Type)

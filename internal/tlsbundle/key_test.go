@@ -1,4 +1,4 @@
-package secretobjects
+package tlsbundle
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"math/big"
 	"testing"
 	"time"
+
+	"github.com/keymount/keymount/internal/tlsbundle/tlsbundletest"
 
 	corev1 "k8s.io/api/core/v1"
 	"software.sslmate.com/src/go-pkcs12"
@@ -37,7 +39,7 @@ func newKeyCases(t *testing.T) []keyCase {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ecKey := newKey(t)
+	ecKey := tlsbundletest.NewKey(t)
 	ecDER, err := x509.MarshalECPrivateKey(ecKey)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +63,7 @@ func selfSigned(t *testing.T, key crypto.Signer) *x509.Certificate {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(time.Hour),
 	}
-	return createCert(t, tmpl, tmpl, key.Public(), key)
+	return tlsbundletest.CreateCert(t, tmpl, tmpl, key.Public(), key)
 }
 
 func pkcs8(t *testing.T, key any) []byte {
@@ -92,7 +94,7 @@ func x25519PEM(t *testing.T) []byte {
 // driver writes it, and PKCS#8 for Ed25519 (which upstream refuses).
 func TestTLSKeyEncodedAsUpstream(t *testing.T) {
 	for _, kc := range newKeyCases(t) {
-		certPEM := certPEM(kc.cert)
+		certPEM := tlsbundletest.CertPEM(kc.cert)
 		inputs := map[string][]byte{
 			"PEM PKCS#8":     append(certPEM, pemBlock(pemPKCS8Key, pkcs8(t, kc.key))...),
 			"PKCS#12 DER":    encodeKeyPKCS12(t, kc),
@@ -111,14 +113,14 @@ func TestTLSKeyEncodedAsUpstream(t *testing.T) {
 		}
 		for name, data := range inputs {
 			t.Run(kc.name+"/"+name, func(t *testing.T) {
-				got, err := tlsPart(data, corev1.TLSPrivateKeyKey)
+				got, err := Part(data, corev1.TLSPrivateKeyKey)
 				if err != nil {
 					t.Fatalf("tls.key: %v", err)
 				}
 				if want := pemBlock(kc.pemType, kc.der); !bytes.Equal(got, want) {
 					t.Errorf("tls.key =\n%s\nwant\n%s", got, want)
 				}
-				crt, err := tlsPart(data, corev1.TLSCertKey)
+				crt, err := Part(data, corev1.TLSCertKey)
 				if err != nil {
 					t.Fatalf("tls.crt: %v", err)
 				}
