@@ -28,7 +28,7 @@ TEST_FLAGS ?= -race -count=1 -timeout $(TEST_TIMEOUT)
 
 FUZZTIME ?= 30s
 FUZZ ?= .
-BENCH_PKGS ?= ./driver/... ./cluster/... ./internal/... ./provider/... ./tests/bench/...
+BENCH_PKGS ?= ./driver/... ./cluster/... ./controller/... ./internal/... ./provider/... ./tests/bench/...
 BENCH ?= .
 BENCHTIME ?=
 
@@ -153,7 +153,7 @@ test-release: require-root image buildah ## The release tier: make release end t
 # it with everything else; this target runs it alone.
 .PHONY: test-vault
 test-vault: require-root k8s-env vault-env ## The Vault tier: a real Vault v1.14.2 (built once) with the real API server (needs root)
-	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration,vault ./tests/vaultenv/... ./provider/vault/... ./cluster/mirror/... ./cmd/keymount-controller/...
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration,vault ./tests/vaultenv/... ./provider/vault/... ./controller/secretmirror/... ./cmd/keymount-controller/...
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags vault -run '^TestVault' ./tests/e2e/...
 
 .PHONY: test-unit
@@ -181,8 +181,8 @@ test-node: require-root k8s-env vault-env ## The real-node tier: kubelet + conta
 NODE_OLDEST_RUN ?=
 
 .PHONY: test-integration-oldest
-test-integration-oldest: require-root k8s-env-oldest ## The integration tier (tests/k8senv, cluster, deploy, cmd) against the oldest Kubernetes docs/compatibility.md claims (needs root)
-	KUBEBUILDER_ASSETS='$(K8S_OLDEST_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration ./tests/k8senv/... ./cluster/... ./deploy/... ./cmd/...
+test-integration-oldest: require-root k8s-env-oldest ## The integration tier (tests/k8senv, cluster, controller, deploy, cmd) against the oldest Kubernetes docs/compatibility.md claims (needs root)
+	KUBEBUILDER_ASSETS='$(K8S_OLDEST_ASSETS)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration ./tests/k8senv/... ./cluster/... ./controller/... ./deploy/... ./cmd/...
 
 .PHONY: test-node-oldest
 test-node-oldest: require-root k8s-env-oldest ## The real-node tier against the oldest Kubernetes docs/compatibility.md claims (hack/k8s-oldest): its kubelet and API server (needs root; NODE_OLDEST_RUN)

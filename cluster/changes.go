@@ -25,7 +25,7 @@ const changeTimeout = 5 * time.Second
 // through subPath get a Warning event. Restarting workloads is not the
 // node's: the pod status reports the change (its ContentChanged
 // condition) and keymount-controller restarts the workloads that opted in
-// (package cluster/restart). The node holds no rule on workloads.
+// (package controller/restart). The node holds no rule on workloads.
 type changes struct {
 	pods       kube.Reader // the node's pods: the cache once synced
 	driverName string

@@ -3,9 +3,10 @@ package cluster
 // The reasons of the events the node's cluster side records. Every reason
 // is named in docs/troubleshooting.md (docs/reasons_test.go checks it).
 // The pod status's condition reasons are package podstatus's, the Secret
-// sync's package secretsync's, restart on change's package restart's, the
-// SecretSync reconciler's package syncctl's (beside the conditions' reasons
-// in apis/secretsync/v1alpha1/conditions.go).
+// sync's package secretobjects's; keymount-controller's are in controller/:
+// restart on change's package restart's, the SecretSync reconciler's package
+// secretsync's (beside the conditions' reasons in
+// apis/secretsync/v1alpha1/conditions.go).
 const (
 	// ReasonSecretMountFailed (Warning, on the pod): a first publish
 	// failed; nothing is mounted.
@@ -23,6 +24,6 @@ const (
 	// the refreshed volume through subPath and keep the old content. The
 	// node records it: it is an event on a pod of the node, not a write to
 	// a workload (restarts are keymount-controller's, package
-	// cluster/restart).
+	// controller/restart).
 	ReasonSubPathNotRefreshed = "SecretSubPathNotRefreshed"
 )

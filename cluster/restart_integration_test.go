@@ -162,7 +162,7 @@ func startRestartController(t *testing.T, cfg *rest.Config) {
 		t.Fatal(err)
 	}
 	mgr := ctrltest.NewManager(t, cfg, ctrl.Options{Scheme: scheme})
-	if err := restart.SetupWithManager(mgr, restart.Options{DriverName: driver.DefaultDriverName}); err != nil {
+	if err := restart.SetupWithManager(t.Context(), mgr, restart.Options{DriverName: driver.DefaultDriverName}); err != nil {
 		t.Fatal(err)
 	}
 	ctrltest.Start(t, mgr)

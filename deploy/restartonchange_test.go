@@ -19,7 +19,7 @@ const (
 )
 
 // restartRules are the rules keymount-controller's restart on change needs
-// (cluster/restart): pod statuses (the node's change reports), the pod and
+// (controller/restart): pod statuses (the node's change reports), the pod and
 // its class, a ReplicaSet (its selector and owner) to find its Deployment,
 // the workloads (a trimmed watch, get and patch), the synced Secrets (a
 // watch by label), and events.

@@ -11,7 +11,7 @@ import (
 // driverEventPackages are the packages of keymount-driver's cluster side,
 // which records the events on pods (and on the workloads it restarts)
 // that README's "emits events on the pod" lists.
-var driverEventPackages = []string{"cluster", "cluster/secretsync", "cluster/restart"}
+var driverEventPackages = []string{"cluster", "cluster/secretobjects", "controller/restart"}
 
 // emittedEventReasons returns the reasons of the events the files of pkgs
 // record: the reason argument (the third) of every Event, Eventf or event

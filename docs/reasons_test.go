@@ -86,7 +86,7 @@ func stringConstants(files map[string]*ast.File, keep func(file, name string) bo
 
 // isReason reports whether a constant is a condition or event reason: an
 // exported Reason* or Event* constant (see cluster,
-// cluster/podstatus, cluster/restart, cluster/secretsync).
+// cluster/podstatus, controller/restart, cluster/secretobjects).
 func isReason(_, name string) bool {
 	for _, p := range []string{"Reason", "Event"} {
 		if rest, ok := strings.CutPrefix(name, p); ok && rest != "" && rest[0] >= 'A' && rest[0] <= 'Z' {

@@ -29,7 +29,7 @@ const (
 	// refresh changes its volume's content; "false" on a pod opts it out of
 	// its class's "true". On a workload (or its pod template) it also
 	// restarts it when a SecretSync's Secret it consumes changes.
-	// keymount-controller (package cluster/restart) sets the pod-template
+	// keymount-controller (package controller/restart) sets the pod-template
 	// annotation keymount.io/rollout-<class> (restart.RolloutAnnotationPrefix)
 	// that does it; the node driver only reports the change.
 	RestartAnnotation = "keymount.io/restart-on-change"

@@ -7,7 +7,7 @@
 //
 // The refresh itself is the driver's (package driver); mirroring files into
 // Kubernetes Secrets and restarting workloads are the API-server side's
-// (packages cluster/secretsync and cluster/restart).
+// (packages cluster/secretobjects and controller/restart).
 //
 // Kubelet re-calls NodePublishVolume about once a minute for a CSIDriver with
 // requiresRepublish; those calls are the heartbeat this policy is asked at.

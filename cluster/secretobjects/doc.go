@@ -1,4 +1,4 @@
-// Package secretsync mirrors the files of a mounted volume into the
+// Package secretobjects mirrors the files of a mounted volume into the
 // Kubernetes Secrets a SecretProviderClass lists in spec.secretObjects.
 //
 // # Writes

@@ -70,23 +70,20 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	r, err := secretsync.New(cfg.sync, secretsync.Deps{
+	err = secretsync.SetupWithManager(ctx, mgr, secretsync.Options{Config: cfg.sync, Workers: cfg.workers, Deps: secretsync.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Providers: providers, Tokens: toks,
 		Hashes: hashes, Events: mgr.GetEventRecorder("keymount-controller"), Metrics: m,
-	})
+	}})
 	if err != nil {
-		return err
-	}
-	if err := r.SetupWithManager(ctx, mgr, cfg.workers); err != nil {
 		return err
 	}
 	// Secret restarts read the synced Secrets in the reconciler's cache,
 	// their digests recorded as they enter it (newManager).
-	if err := restart.SetupWithManager(mgr, restart.Options{HashKey: restartKey, SecretCache: mgr.GetCache(), SecretDigests: digests}); err != nil {
+	if err := restart.SetupWithManager(ctx, mgr, restart.Options{HashKey: restartKey, SecretCache: mgr.GetCache(), SecretDigests: digests}); err != nil {
 		return err
 	}
 	if cfg.enableFanout {
-		if err := setupFanout(mgr, cfg, toks); err != nil {
+		if err := setupFanout(ctx, mgr, cfg, toks); err != nil {
 			return err
 		}
 	}
@@ -114,9 +111,9 @@ func restartHashKey(ctx context.Context, hashes *synchash.KeySource) []byte {
 }
 
 // setupFanout adds the fan-out reconcilers (--enable-fanout) on one shared
-// cache of namespace metadata and copies (cluster/fanout): reflector's
+// cache of namespace metadata and copies (controller/fanout): reflector's
 // annotations and SecretMirrors.
-func setupFanout(mgr ctrl.Manager, cfg *config, toks secretmirror.TokenSource) error {
+func setupFanout(ctx context.Context, mgr ctrl.Manager, cfg *config, toks secretmirror.TokenSource) error {
 	c, err := fanout.NewCache(mgr)
 	if err != nil {
 		return err
@@ -125,10 +122,10 @@ func setupFanout(mgr ctrl.Manager, cfg *config, toks secretmirror.TokenSource) e
 	if err != nil {
 		return err
 	}
-	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c, Workers: cfg.workers, Writes: writes}); err != nil {
+	if err := reflector.SetupWithManager(ctx, mgr, reflector.Options{Cache: c, Workers: cfg.workers, Writes: writes}); err != nil {
 		return err
 	}
-	return setupMirrors(mgr, cfg, c, writes, toks)
+	return setupMirrors(ctx, mgr, cfg, c, writes, toks)
 }
 
 // fanoutClient is the client that writes the copies: uncached, with its
@@ -146,10 +143,10 @@ func fanoutClient(mgr ctrl.Manager, cfg *config) (client.Client, error) {
 	return c, nil
 }
 
-// setupMirrors adds SecretMirrors (cluster/mirror) when the API server
+// setupMirrors adds SecretMirrors (controller/secretmirror) when the API server
 // serves their CRD (deploy/crds installs it); without it, they are off and
 // the log says so.
-func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache, writes client.Client, toks secretmirror.TokenSource) error {
+func setupMirrors(ctx context.Context, mgr ctrl.Manager, cfg *config, copies cache.Cache, writes client.Client, toks secretmirror.TokenSource) error {
 	gk := schema.GroupKind{Group: mirrorsv1alpha2.GroupName, Kind: "SecretMirror"}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gk, mirrorsv1alpha2.Version); err != nil {
 		if meta.IsNoMatchError(err) {
@@ -158,17 +155,13 @@ func setupMirrors(mgr ctrl.Manager, cfg *config, copies cache.Cache, writes clie
 		}
 		return fmt.Errorf("SecretMirror CRD: %w", err)
 	}
-	r, err := secretmirror.New(secretmirror.Deps{
+	return secretmirror.SetupWithManager(ctx, mgr, secretmirror.Options{Workers: cfg.workers, Deps: secretmirror.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies, Writes: writes,
 		Events: mgr.GetEventRecorder("keymount-controller"),
 		// Vault sources with auth.kubernetes: tokens for the audiences
 		// --token-request-audience lists, as SecretSyncs get.
 		Tokens: toks, Audiences: cfg.sync.Audiences,
-	})
-	if err != nil {
-		return err
-	}
-	return r.SetupWithManager(mgr, cfg.workers)
+	}})
 }
 
 // restConfig is the API server's configuration: --kubeconfig, else

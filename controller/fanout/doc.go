@@ -1,6 +1,6 @@
 // Package fanout is the shared core of keymount-controller's namespace
 // fan-out: one Secret or ConfigMap copied into many namespaces, for
-// reflector's annotations (cluster/reflector) and for SecretMirrors.
+// reflector's annotations (controller/reflector) and for SecretMirrors.
 //
 // What it gives its reconcilers:
 //

@@ -1,5 +1,5 @@
 // Package reflector serves emberstack's kubernetes-reflector annotations
-// unchanged in keymount-controller, on the fan-out core (cluster/fanout).
+// unchanged in keymount-controller, on the fan-out core (controller/fanout).
 //
 // A Secret or ConfigMap annotated reflection-allowed and
 // reflection-auto-enabled is copied into every namespace that both

@@ -46,7 +46,7 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c, Workers: 2}); err != nil {
+	if err := reflector.SetupWithManager(t.Context(), mgr, reflector.Options{Cache: c, Workers: 2}); err != nil {
 		t.Fatal(err)
 	}
 	ctrltest.Start(t, mgr)

@@ -1,4 +1,4 @@
-// Package mirror serves mirrors.kts.studio SecretMirrors (ktsstudio/mirrors'
+// Package secretmirror serves mirrors.kts.studio SecretMirrors (ktsstudio/mirrors'
 // API, its manifests unchanged): it copies the source Secret of a
 // SecretMirror's namespace into every namespace whose name matches one of
 // its regular expressions, keeps the copies in step (every

@@ -72,15 +72,12 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := secretmirror.New(secretmirror.Deps{
+	err = secretmirror.SetupWithManager(t.Context(), mgr, secretmirror.Options{Workers: 4, Deps: secretmirror.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies,
 		Events: mgr.GetEventRecorder("keymount-controller"),
 		Tokens: toks, Audiences: []string{"vault"},
-	})
+	}})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.SetupWithManager(mgr, 4); err != nil {
 		t.Fatal(err)
 	}
 	ctrltest.Start(t, mgr)

@@ -42,7 +42,7 @@ type Config struct {
 // withDefaults validates c and fills in its defaults.
 func (c Config) withDefaults() (Config, error) {
 	if c.PollInterval < 0 {
-		return c, fmt.Errorf("syncctl: the poll interval %s is negative: use 0 (no periodic refresh) or more", c.PollInterval)
+		return c, fmt.Errorf("secretsync: the poll interval %s is negative: use 0 (no periodic refresh) or more", c.PollInterval)
 	}
 	if c.Backoff.Initial == 0 {
 		c.Backoff.Initial = DefaultSyncBackoffInitial
@@ -51,11 +51,11 @@ func (c Config) withDefaults() (Config, error) {
 		c.Backoff.Max = DefaultSyncBackoffMax
 	}
 	if c.Backoff.Initial < 0 || c.Backoff.Max < c.Backoff.Initial {
-		return c, errors.New("syncctl: the backoff needs 0 < initial <= max")
+		return c, errors.New("secretsync: the backoff needs 0 < initial <= max")
 	}
 	for _, a := range c.Audiences {
 		if a == "" {
-			return c, errors.New("syncctl: an empty token audience: drop it from --token-request-audience")
+			return c, errors.New("secretsync: an empty token audience: drop it from --token-request-audience")
 		}
 	}
 	return c, nil

@@ -1,4 +1,4 @@
-// Package syncctl is keymount-controller's SecretSync reconciler: it keeps
+// Package secretsync is keymount-controller's SecretSync reconciler: it keeps
 // the Secret a secret-sync.x-k8s.io/v1alpha1 SecretSync describes filled
 // from the SecretSync's SecretProviderClass, as the secrets-store sync
 // controller v0.0.5 does, without a pod or a volume.
@@ -7,8 +7,8 @@
 //
 // A sync resolves the class (spec.secretProviderClassName, in the
 // SecretSync's namespace), mints a token per configured audience for
-// spec.serviceAccountName (cluster/tokens), sends the provider the
-// MountRequest the sync controller sends (cluster/syncrequest) with the
+// spec.serviceAccountName (controller/tokens), sends the provider the
+// MountRequest the sync controller sends (controller/syncrequest) with the
 // object versions of the last sync, and builds the Secret from the files the
 // provider returns: data mapped sourcePath → targetKey, a kubernetes.io/tls
 // Secret's tls.crt and tls.key split from PEM or PKCS#12 as secretObjects

@@ -14,7 +14,7 @@
 //     controller's: a provider that looks the pod up there will not find
 //     it), csi.storage.k8s.io/serviceAccount.name = the SecretSync's
 //     spec.serviceAccountName, and csi.storage.k8s.io/serviceAccount.tokens
-//     (see cluster/tokens) only when audiences are configured. No
+//     (see controller/tokens) only when audiences are configured. No
 //     secretProviderClass and no csi.storage.k8s.io/ephemeral key.
 //   - secrets: "{}" (there is no nodePublishSecretRef).
 //   - permission: "420", the JSON of file mode 0644.

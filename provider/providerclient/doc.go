@@ -1,4 +1,5 @@
-// Package providerclient is the driver's client for provider plugins.
+// Package providerclient is the client for provider plugins, shared by the
+// node driver and keymount-controller.
 //
 // A provider plugin serves the v1alpha1.CSIDriverProvider gRPC service on a
 // unix socket named <dir>/<provider>.sock. Client finds that socket by

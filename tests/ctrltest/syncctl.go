@@ -61,14 +61,11 @@ func (s SyncController) Start(tb testing.TB, cfg *rest.Config, scheme *runtime.S
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r, err := secretsync.New(s.Config, secretsync.Deps{
+	err = secretsync.SetupWithManager(tb.Context(), mgr, secretsync.Options{Config: s.Config, Workers: s.Workers, Deps: secretsync.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Providers: providers, Tokens: toks, Hashes: hashes,
 		Events: mgr.GetEventRecorder("keymount-controller"), Metrics: metrics,
-	})
+	}})
 	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := r.SetupWithManager(tb.Context(), mgr, s.Workers); err != nil {
 		tb.Fatal(err)
 	}
 	Start(tb, mgr)

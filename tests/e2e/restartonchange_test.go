@@ -34,7 +34,7 @@ func (s *suite) startRestartController(t *testing.T) {
 		t.Fatal(err)
 	}
 	mgr := ctrltest.NewManager(t, cfg, ctrl.Options{Scheme: scheme})
-	if err := restart.SetupWithManager(mgr, restart.Options{}); err != nil {
+	if err := restart.SetupWithManager(t.Context(), mgr, restart.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	ctrltest.Start(t, mgr)

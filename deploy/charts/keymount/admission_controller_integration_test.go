@@ -193,7 +193,7 @@ func createSecret(what, name string, typ corev1.SecretType, owners ...metav1.Own
 	}}
 }
 
-// copyLabel marks keymount's copies (cluster/fanout.LabelCopy).
+// copyLabel marks keymount's copies (controller/fanout.LabelCopy).
 const copyLabel = "fanout.keymount.io/copy"
 
 // createCopy is a request that creates Secret name as a fan-out copy (the
@@ -403,7 +403,7 @@ func testControllerAdmitted(t *testing.T, g *guardRails, ns string) {
 			return err
 		}},
 		tokenRequest("a token for the configured audience, for 600 s", new(int64(600)), policyAudience),
-		// Fan-out copies (cluster/fanout): created, updated, deleted; a
+		// Fan-out copies (controller/fanout): created, updated, deleted; a
 		// reflector mirror and a copy of ktsstudio/mirrors made copies.
 		createCopy("creating a copy", "copy"),
 		patchSecret("updating a copy", "copy", `{"stringData":{"key":"new"}}`),
@@ -418,7 +418,7 @@ func testControllerAdmitted(t *testing.T, g *guardRails, ns string) {
 			t.Errorf("the controller: %s: %v, want admitted", r.name, err)
 		}
 	}
-	// The key of its syncHash (cluster/synchash), its own Secret in its own
+	// The key of its syncHash (controller/synchash), its own Secret in its own
 	// namespace, owned by no SecretSync.
 	hashKey := createSecret("creating the key of its syncHash", "keymount-controller-hash-key", corev1.SecretTypeOpaque)
 	if err := hashKey.do(ctx, g.controller, namespace); err != nil {

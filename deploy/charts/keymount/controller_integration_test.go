@@ -21,7 +21,7 @@ import (
 )
 
 // hashKeySecret is the Secret in which keymount-controller keeps its
-// syncHash key (cluster/synchash.KeySecretName): it creates it in its own
+// syncHash key (controller/synchash.KeySecretName): it creates it in its own
 // namespace on first use.
 const hashKeySecret = "keymount-controller-hash-key"
 
@@ -165,7 +165,7 @@ func checkControllerRequests(ctx context.Context, t *testing.T, controller kuber
 	key := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hashKeySecret, Namespace: namespace}, Type: corev1.SecretTypeOpaque,
 		Immutable: &immutable, Data: map[string][]byte{"key": make([]byte, 32)}}
 	if _, err := controller.CoreV1().Secrets(namespace).Create(ctx, key, metav1.CreateOptions{}); err != nil {
-		t.Errorf("create the syncHash key Secret %s/%s as cluster/synchash does: %v", namespace, hashKeySecret, err)
+		t.Errorf("create the syncHash key Secret %s/%s as controller/synchash does: %v", namespace, hashKeySecret, err)
 	}
 	key.Namespace = "apps"
 	if _, err := controller.CoreV1().Secrets("apps").Create(ctx, key, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {

@@ -135,7 +135,7 @@ func runReflector(t *testing.T, env *k8senv.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reflector.SetupWithManager(mgr, reflector.Options{Cache: c}); err != nil {
+	if err := reflector.SetupWithManager(t.Context(), mgr, reflector.Options{Cache: c}); err != nil {
 		t.Fatal(err)
 	}
 	ctrltest.Start(t, mgr)

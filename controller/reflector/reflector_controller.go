@@ -66,7 +66,7 @@ type Reconciler struct {
 // SetupWithManager adds to mgr one reconciler per kind (Secrets and
 // ConfigMaps), each with its source informer (fanout.NewSourceInformer
 // keeping IsReflectorObject).
-func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+func SetupWithManager(_ context.Context, mgr ctrl.Manager, opts Options) error {
 	md, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return fmt.Errorf("reflector: metadata client: %w", err)

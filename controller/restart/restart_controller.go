@@ -83,14 +83,14 @@ var workloadAccess = []authorizationv1.ResourceAttributes{
 // mgr as a runnable, and run on the leader only. When the controller's
 // RBAC lacks the rules of RBACComponent, it logs which and adds nothing:
 // restart on change stays off, the rest of the controller runs.
-func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.DriverName == "" {
 		opts.DriverName = DefaultDriverName
 	}
 	if len(opts.HashKey) > 0 && len(opts.HashKey) < MinHashKeySize {
 		return fmt.Errorf("restart: Options.HashKey has %d bytes, want at least %d", len(opts.HashKey), MinHashKeySize)
 	}
-	if refused, err := mayRestart(context.Background(), mgr); err != nil {
+	if refused, err := mayRestart(ctx, mgr); err != nil {
 		return err
 	} else if refused != "" {
 		klog.InfoS("restart on change off: the controller may not "+refused+"; install "+RBACComponent+

@@ -61,7 +61,7 @@ func startControllerSharing(t *testing.T, cfg *rest.Config, opts restart.Options
 	if shared {
 		opts.SecretCache = mgr.GetCache()
 	}
-	if err := restart.SetupWithManager(mgr, opts); err != nil {
+	if err := restart.SetupWithManager(t.Context(), mgr, opts); err != nil {
 		t.Fatalf("SetupWithManager: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

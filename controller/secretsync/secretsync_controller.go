@@ -27,19 +27,19 @@ import (
 )
 
 // Providers calls provider plugins over the v1alpha1 socket protocol
-// (driver/providerclient.Client).
+// (provider/providerclient.Client).
 type Providers interface {
 	Mount(ctx context.Context, provider string, req *v1alpha1.MountRequest) (*v1alpha1.MountResponse, error)
 }
 
-// Tokens mints service-account tokens (cluster/tokens.Manager): the value
+// Tokens mints service-account tokens (controller/tokens.Manager): the value
 // of the csi.storage.k8s.io/serviceAccount.tokens attribute.
 type Tokens interface {
 	Tokens(ctx context.Context, namespace, serviceAccount string, audiences []string) (string, error)
 }
 
 // Hashes gives the keyed hasher of status.syncHash
-// (cluster/synchash.KeySource): the same content gives the same hash under
+// (controller/synchash.KeySource): the same content gives the same hash under
 // the same key, and the hash tells nothing about the content without it.
 type Hashes interface {
 	Hasher(ctx context.Context) (*synchash.Hasher, error)
@@ -77,17 +77,26 @@ type Reconciler struct {
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
-// New validates cfg and returns a Reconciler.
-func New(cfg Config, deps Deps) (*Reconciler, error) {
+// Options configure SetupWithManager: the reconciler's configuration, its
+// collaborators and how many SecretSyncs it reconciles at once.
+type Options struct {
+	Config
+	Deps
+	// Workers reconcile SecretSyncs at once; 1 when 0.
+	Workers int
+}
+
+// newReconciler validates cfg and returns a Reconciler.
+func newReconciler(cfg Config, deps Deps) (*Reconciler, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case deps.Client == nil, deps.Live == nil:
-		return nil, errors.New("syncctl: the Kubernetes client and reader are required")
+		return nil, errors.New("secretsync: the Kubernetes client and reader are required")
 	case deps.Providers == nil, deps.Tokens == nil, deps.Hashes == nil, deps.Events == nil:
-		return nil, errors.New("syncctl: the provider client, token manager, hasher and event recorder are required")
+		return nil, errors.New("secretsync: the provider client, token manager, hasher and event recorder are required")
 	}
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
@@ -148,12 +157,16 @@ func trimObject(obj any) (any, error) {
 // classIndex indexes SecretSyncs by spec.secretProviderClassName.
 const classIndex = "spec.secretProviderClassName"
 
-// SetupWithManager registers the reconciler with mgr: it watches
-// SecretSyncs (a new generation or annotation), the Secrets they own and
-// the classes they name. The manager's cache must hold Secrets with
-// secretsyncv1alpha1.LabelSecretSync only.
-func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, workers int) error {
-	err := mgr.GetFieldIndexer().IndexField(ctx, &secretsyncv1alpha1.SecretSync{}, classIndex, func(o client.Object) []string {
+// SetupWithManager validates opts and adds the SecretSync reconciler to
+// mgr: it watches SecretSyncs (a new generation or annotation), the Secrets
+// they own and the classes they name. The manager's cache must hold Secrets
+// with secretsyncv1alpha1.LabelSecretSync only (CacheOptions).
+func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	r, err := newReconciler(opts.Config, opts.Deps)
+	if err != nil {
+		return err
+	}
+	err = mgr.GetFieldIndexer().IndexField(ctx, &secretsyncv1alpha1.SecretSync{}, classIndex, func(o client.Object) []string {
 		ss, ok := o.(*secretsyncv1alpha1.SecretSync)
 		if !ok {
 			return nil
@@ -170,7 +183,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, wor
 		Owns(&corev1.Secret{}).
 		Watches(&secretsstorev1.SecretProviderClass{}, handler.EnqueueRequestsFromMapFunc(r.syncsOfClass),
 			builder.WithPredicates(changed)).
-		WithOptions(ctrlOptions(workers)).
+		WithOptions(ctrlOptions(opts.Workers)).
 		Complete(r)
 }
 
