@@ -23,14 +23,24 @@ var violations = map[string]struct {
 	src  string
 	rule string // "" when the import is allowed
 }{
-	"driver/zzviolation":   {src: `import _ "github.com/keymount/keymount/cluster"`, rule: "driver"},
-	"internal/zzviolation": {src: `import _ "github.com/keymount/keymount/driver"`, rule: "shared"},
-	"provider/zzviolation": {src: `import _ "github.com/keymount/keymount/cluster/podstatus"`, rule: "shared"},
-	"rotation/zzviolation": {src: `import _ "github.com/keymount/keymount/driver/volume"`, rule: "rotation"},
-	"apis/zzviolation":     {src: `import _ "github.com/keymount/keymount/rotation"`, rule: "apis"},
-	"cluster/zzallowed":    {src: `import _ "github.com/keymount/keymount/driver"`},
-	"apis/zzallowed":       {src: `import _ "github.com/keymount/keymount/apis/v1"`},
-	"rotation/zzallowed":   {src: `import _ "github.com/keymount/keymount/apis/v1"`},
+	"driver/zzviolation":     {src: `import _ "github.com/keymount/keymount/cluster"`, rule: "driver"},
+	"driver/zzcontroller":    {src: `import _ "github.com/keymount/keymount/controller/secretsync"`, rule: "driver"},
+	"cluster/zzviolation":    {src: `import _ "github.com/keymount/keymount/controller/restart"`, rule: "cluster"},
+	"controller/zzviolation": {src: `import _ "github.com/keymount/keymount/driver"`, rule: "controller"},
+	"controller/zzcluster":   {src: `import _ "github.com/keymount/keymount/cluster/podstatus"`, rule: "controller"},
+	"controller/zzcsi":       {src: `import _ "github.com/container-storage-interface/spec/lib/go/csi"`, rule: "controller"},
+	"controller/zzmount":     {src: `import _ "k8s.io/mount-utils"`, rule: "controller"},
+	"internal/zzviolation":   {src: `import _ "github.com/keymount/keymount/driver"`, rule: "shared"},
+	"internal/zzprovider":    {src: `import _ "github.com/keymount/keymount/provider/server"`, rule: "internal"},
+	"provider/zzviolation":   {src: `import _ "github.com/keymount/keymount/cluster/podstatus"`, rule: "shared"},
+	"provider/zzcontroller":  {src: `import _ "github.com/keymount/keymount/controller/tokens"`, rule: "shared"},
+	"rotation/zzviolation":   {src: `import _ "github.com/keymount/keymount/driver/volume"`, rule: "rotation"},
+	"apis/zzviolation":       {src: `import _ "github.com/keymount/keymount/rotation"`, rule: "apis"},
+	"cluster/zzallowed":      {src: `import _ "github.com/keymount/keymount/driver"`},
+	"controller/zzallowed":   {src: "import (\n\t_ \"github.com/keymount/keymount/provider/providerclient\"\n\t_ \"github.com/keymount/keymount/internal/kube\"\n\t_ \"github.com/keymount/keymount/rotation\"\n)"},
+	"provider/zzallowed":     {src: `import _ "github.com/keymount/keymount/internal/atomicwrite"`},
+	"apis/zzallowed":         {src: `import _ "github.com/keymount/keymount/apis/v1"`},
+	"rotation/zzallowed":     {src: `import _ "github.com/keymount/keymount/apis/v1"`},
 }
 
 // TestImportRulesRefuseViolations runs depguard, as `make lint` configures
