@@ -9,30 +9,30 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	"github.com/keymount/keymount/internal/vaultlogin"
 	"github.com/keymount/keymount/internal/vaultmsg"
 )
 
 // vaultReader reads the KV secrets of SecretMirrors with a Vault source.
 // It keeps, per SecretMirror, the last value read and its KV version 2
 // version, so an unchanged secret costs one metadata read, and the Vault
-// tokens of its logins, so a SecretMirror logs in once per token lifetime.
+// tokens of its logins (internal/vaultlogin), so a SecretMirror logs in
+// once per token lifetime.
 type vaultReader struct {
 	live   client.Reader
 	tokens TokenSource
 	// audiences tokens may be asked for.
 	audiences []string
-	now       func() time.Time
+	logins    *vaultlogin.Cache
 
 	mu      sync.Mutex
 	clients map[string]*vaultapi.Client
-	logins  map[string]cachedLogin
 	reads   map[types.NamespacedName]*kvRead
 }
 
@@ -49,8 +49,8 @@ type kvRead struct {
 }
 
 func newVaultReader(live client.Reader, tokens TokenSource, audiences []string) *vaultReader {
-	return &vaultReader{live: live, tokens: tokens, audiences: audiences, now: time.Now,
-		clients: map[string]*vaultapi.Client{}, logins: map[string]cachedLogin{}, reads: map[types.NamespacedName]*kvRead{}}
+	return &vaultReader{live: live, tokens: tokens, audiences: audiences, logins: newLogins(),
+		clients: map[string]*vaultapi.Client{}, reads: map[types.NamespacedName]*kvRead{}}
 }
 
 // vaultValue is what read returns: the secret's fields and its version

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	"github.com/keymount/keymount/internal/vaultlogin"
 )
 
 // mirrors' defaults of a Vault login, and keymount's of kubernetes auth.
@@ -54,13 +54,6 @@ type vaultLogin struct {
 	token string
 	// login logs in (AppRole, Kubernetes), nil for token auth.
 	login func(ctx context.Context, c *vaultapi.Client) (*vaultapi.Secret, error)
-}
-
-// cachedLogin is a Vault token and when to log in again: at 2/3 of its
-// lease, before Vault expires it.
-type cachedLogin struct {
-	token   string
-	renewAt time.Time
 }
 
 // resolveLogin reads the SecretMirror's auth: the Secret holding its
@@ -193,36 +186,37 @@ func or(s, def string) string {
 	return s
 }
 
+// newLogins is the SecretMirrors' login cache, the Relogin policy: a login
+// is kept until 2/3 of its TTL, then logged in again; nothing is renewed
+// or revoked.
+func newLogins() *vaultlogin.Cache {
+	return vaultlogin.New(vaultlogin.Config{Policy: vaultlogin.Relogin})
+}
+
 // vaultToken returns a Vault token for l: the static one, the cached
 // login's while it is not due, or a new login.
 func (v *vaultReader) vaultToken(ctx context.Context, c *vaultapi.Client, l *vaultLogin) (string, error) {
 	if l.login == nil {
 		return l.token, nil
 	}
-	now := v.now()
-	v.mu.Lock()
-	cached, ok := v.logins[l.key]
-	v.mu.Unlock()
-	if ok && now.Before(cached.renewAt) {
-		return cached.token, nil
-	}
-	s, err := l.login(ctx, c)
-	if err != nil {
-		return "", vaultError("log in to", "", l.role, err)
-	}
-	if s == nil || s.Auth == nil || s.Auth.ClientToken == "" {
+	s, err := v.logins.Get(l.key, vaultlogin.Identity{Role: l.role}).Session(ctx, c,
+		func(ctx context.Context, c *vaultapi.Client) (*vaultapi.Secret, error) {
+			s, err := l.login(ctx, c)
+			if err != nil {
+				return nil, vaultError("log in to", "", l.role, err)
+			}
+			return s, nil
+		})
+	switch {
+	case errors.Is(err, vaultlogin.ErrNoToken):
 		return "", fmt.Errorf("log in as %s: Vault answered without a token", l.role)
+	case err != nil:
+		return "", err
 	}
-	ttl := time.Duration(s.Auth.LeaseDuration) * time.Second
-	v.mu.Lock()
-	v.logins[l.key] = cachedLogin{token: s.Auth.ClientToken, renewAt: now.Add(ttl * 2 / 3)}
-	v.mu.Unlock()
-	return s.Auth.ClientToken, nil
+	return s.Token(), nil
 }
 
 // forgetLogin drops l's cached token (Vault refused it).
 func (v *vaultReader) forgetLogin(l *vaultLogin) {
-	v.mu.Lock()
-	delete(v.logins, l.key)
-	v.mu.Unlock()
+	v.logins.Forget(l.key)
 }

@@ -9,7 +9,9 @@
 //     role, namespace and service account) is reused, renewed at 2/3 of its
 //     TTL, replaced before it can no longer be renewed, and revoked
 //     (revoke-self) once the identity's last volume is gone. Kubernetes and
-//     JWT auth log in the same way ({role, jwt}).
+//     JWT auth log in the same way ({role, jwt}). The logins are an
+//     internal/vaultlogin Cache (its Renew policy), the login cache
+//     SecretMirror's Vault source uses too.
 //   - Leases reused. A leased answer (dynamic credentials, PKI certificates)
 //     is issued once per volume, or once per workload with the class
 //     parameter shareAcrossReplicas, renewed at 2/3 of its TTL when

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/keymount/keymount/internal/vaultlogin"
 )
 
 // Run calls Maintain every Config.MaintainEvery until ctx ends. Logins
@@ -40,7 +42,7 @@ func (p *Provider) Maintain(ctx context.Context) {
 
 	p.letGo(ctx, sw, now)
 	for _, l := range sw.live {
-		p.renewDue(ctx, l)
+		l.RenewDue(ctx)
 	}
 	for _, sl := range sw.renew {
 		p.renewDueLease(ctx, sl, now)
@@ -49,8 +51,8 @@ func (p *Provider) Maintain(ctx context.Context) {
 
 // sweep is what sweepLocked found.
 type sweep struct {
-	gone   []*login // no volume uses them: forgotten, to revoke
-	live   []*login
+	gone   []*vaultlogin.Login // no volume uses them: forgotten, to revoke
+	live   []*vaultlogin.Login
 	unheld []*slot // leases no volume holds: forgotten, revoked first when their class asks
 	renew  []*slot // leases volumes hold
 }
@@ -71,14 +73,7 @@ func (p *Provider) sweepLocked() sweep {
 		}
 	}
 	var sw sweep
-	for k, l := range p.logins {
-		if usedLogins[k] {
-			sw.live = append(sw.live, l)
-			continue
-		}
-		delete(p.logins, k)
-		sw.gone = append(sw.gone, l)
-	}
+	sw.gone, sw.live = p.logins.Sweep(func(k string) bool { return usedLogins[k] })
 	for k, sl := range p.slots {
 		switch {
 		case !usedLogins[sl.loginKey]:
@@ -107,7 +102,7 @@ func (p *Provider) letGo(ctx context.Context, sw sweep, now time.Time) {
 		p.revokeUnheld(ctx, sl, now)
 	}
 	for _, l := range sw.gone {
-		p.revoke(ctx, l)
+		l.Revoke(ctx)
 	}
 }
 
@@ -116,7 +111,7 @@ func isValueKey(k string) bool { return len(k) > 6 && k[:6] == "value|" }
 func (p *Provider) renewDueLease(ctx context.Context, sl *slot, now time.Time) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if sl.leased && sl.renewable && !now.Before(sl.renewAt) && now.Before(sl.expires) && !sl.session.revoked {
+	if sl.leased && sl.renewable && !now.Before(sl.renewAt) && now.Before(sl.expires) && !sl.session.Revoked() {
 		p.renewLease(ctx, sl, "", "sys/leases/renew")
 	}
 }
@@ -127,12 +122,12 @@ func (p *Provider) renewDueLease(ctx context.Context, sl *slot, now time.Time) {
 func (p *Provider) revokeUnheld(ctx context.Context, sl *slot, now time.Time) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if !sl.revokeGone || !sl.leased || sl.ans.LeaseID == "" || sl.session.revoked || !now.Before(sl.expires) {
+	if !sl.revokeGone || !sl.leased || sl.ans.LeaseID == "" || sl.session.Revoked() || !now.Before(sl.expires) {
 		return
 	}
 	sl.leased = false
 	p.obs.request("revoke")
-	if err := sl.session.client.Sys().RevokeWithContext(ctx, sl.ans.LeaseID); err != nil {
+	if err := sl.session.Client().Sys().RevokeWithContext(ctx, sl.ans.LeaseID); err != nil {
 		p.obs.failure("revoke")
 		klog.InfoS("revoking the lease of an unpublished volume failed; it ends with its TTL (does the role's policy grant update on sys/leases/revoke?)",
 			"err", vaultError("revoke", "sys/leases/revoke", sl.role, err))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/keymount/keymount/internal/vaultlogin"
 	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/provider/vault/spec"
 )
@@ -19,7 +20,7 @@ type file struct {
 // due, issued again only when it must be), from the identity's KV value
 // when its version did not change, or from a new request. leaseKey names
 // the lease slot the volume holds, "" for a value without a lease.
-func (p *Provider) object(ctx context.Context, s *spec.Spec, loginKey string, sess *session, vol string, o *spec.Object) (f file, leaseKey string, err error) {
+func (p *Provider) object(ctx context.Context, s *spec.Spec, loginKey string, sess *vaultlogin.Session, vol string, o *spec.Object) (f file, leaseKey string, err error) {
 	okey := objectKey(o)
 	scope := "volume " + vol
 	if s.Share {
@@ -43,7 +44,7 @@ func (p *Provider) object(ctx context.Context, s *spec.Spec, loginKey string, se
 		}
 	}
 	p.obs.request(o.Method)
-	ans, err := request(ctx, sess.client, o)
+	ans, err := request(ctx, sess.Client(), o)
 	if err != nil {
 		p.obs.failure(o.Method)
 		return file{}, "", vaultError(o.Method, o.Path, s.Role, err)
@@ -81,7 +82,7 @@ func fileOf(sl *slot, o *spec.Object) (file, error) {
 // unchangedValue serves a KV v2 value of the identity whose version is
 // still current, after one metadata read. ok is false when the object must
 // be read in full.
-func (p *Provider) unchangedValue(ctx context.Context, sess *session, key, role string, o *spec.Object) (file, bool, error) {
+func (p *Provider) unchangedValue(ctx context.Context, sess *vaultlogin.Session, key, role string, o *spec.Object) (file, bool, error) {
 	p.mu.Lock()
 	vsl, exists := p.slots[key]
 	p.mu.Unlock()
@@ -102,7 +103,7 @@ func (p *Provider) unchangedValue(ctx context.Context, sess *session, key, role 
 		return file{}, false, nil
 	}
 	p.obs.request("metadata")
-	meta, err := sess.client.Logical().ReadWithContext(ctx, vsl.metaPath)
+	meta, err := sess.Client().Logical().ReadWithContext(ctx, vsl.metaPath)
 	if err != nil || meta == nil {
 		p.obs.failure("metadata")
 		// A policy written for vault-csi-provider may not grant the
@@ -120,7 +121,7 @@ func (p *Provider) unchangedValue(ctx context.Context, sess *session, key, role 
 // storeLease keeps ans in sl when it is leased: a Vault lease, or a
 // certificate's expiration when Vault gave none. It reports whether it
 // was.
-func (p *Provider) storeLease(sl *slot, sess *session, ans *answer, o *spec.Object) bool {
+func (p *Provider) storeLease(sl *slot, sess *vaultlogin.Session, ans *answer, o *spec.Object) bool {
 	now := p.cfg.Clock.Now()
 	ttl := time.Duration(ans.LeaseDuration) * time.Second
 	switch {
@@ -152,11 +153,11 @@ func (p *Provider) leaseUsable(ctx context.Context, sl *slot, role string, o *sp
 	if sl.renewable && !now.Before(sl.renewAt) && now.Before(sl.expires) {
 		p.renewLease(ctx, sl, role, o.Path)
 	}
-	if sl.session.revoked || !now.Before(sl.expires) {
+	if sl.session.Revoked() || !now.Before(sl.expires) {
 		return false
 	}
 	end := sl.hardEnd
-	if se := sl.session.lastEnd(); !se.IsZero() && (end.IsZero() || se.Before(end)) {
+	if se := sl.session.LastEnd(); !se.IsZero() && (end.IsZero() || se.Before(end)) {
 		end = se
 	}
 	return end.IsZero() || now.Before(end.Add(-p.margin(sl.ttl)))
@@ -166,7 +167,7 @@ func (p *Provider) leaseUsable(ctx context.Context, sl *slot, role string, o *sp
 // its max TTL. A failed renewal leaves the lease as it is.
 func (p *Provider) renewLease(ctx context.Context, sl *slot, role, path string) {
 	p.obs.request("renew")
-	sec, err := sl.session.client.Sys().RenewWithContext(ctx, sl.ans.LeaseID, int(sl.ttl.Seconds()))
+	sec, err := sl.session.Client().Sys().RenewWithContext(ctx, sl.ans.LeaseID, int(sl.ttl.Seconds()))
 	if err != nil || sec == nil {
 		p.obs.failure("renew")
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/keymount/keymount/internal/vaultlogin"
 	"github.com/keymount/keymount/provider/internal/mounttoken"
 	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/provider/vault/spec"
@@ -69,8 +70,10 @@ type Provider struct {
 	clients clients
 	obs     observer
 
+	// logins by loginKey: created and swept with mu held, in step with busy.
+	logins *vaultlogin.Cache
+
 	mu      sync.Mutex
-	logins  map[string]*login
 	slots   map[string]*slot
 	volumes map[string]*volume // by volumeID and login key
 	// busy counts the mounts in progress by login key: their login and
@@ -96,8 +99,9 @@ func New(cfg Config, tokens Verifier) (*Provider, error) {
 		return nil, errors.New("vault provider needs a token verifier")
 	}
 	cfg = cfg.withDefaults()
-	return &Provider{cfg: cfg, tokens: tokens, obs: observer{cfg.Observer},
-		logins: map[string]*login{}, slots: map[string]*slot{}, volumes: map[string]*volume{}, busy: map[string]int{}}, nil
+	obs := observer{cfg.Observer}
+	return &Provider{cfg: cfg, tokens: tokens, obs: obs, logins: newLogins(cfg, obs),
+		slots: map[string]*slot{}, volumes: map[string]*volume{}, busy: map[string]int{}}, nil
 }
 
 // margin is how long before the end of something of ttl that cannot be
@@ -138,7 +142,7 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 	var leases []string
 	for i := range s.Objects {
 		o := &s.Objects[i]
-		f, leaseKey, err := p.object(ctx, s, l.key, sess, vol, o)
+		f, leaseKey, err := p.object(ctx, s, l.Key(), sess, vol, o)
 		if err != nil {
 			return nil, err
 		}
@@ -152,31 +156,28 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 		res.Files = append(res.Files, server.File{Path: o.Name, Mode: mode, Contents: f.contents})
 		res.Versions = append(res.Versions, server.ObjectVersion{ID: o.Name, Version: f.version})
 	}
-	p.seen(vol, l.key, leases)
+	p.seen(vol, l.Key(), leases)
 	return res, nil
 }
 
 // login returns the login entry of s's identity, busy until done is
 // called: neither it nor its leases are let go of meanwhile.
-func (p *Provider) login(s *spec.Spec) *login {
+func (p *Provider) login(s *spec.Spec) *vaultlogin.Login {
 	key := loginKey(s.Address, s)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l, ok := p.logins[key]
-	if !ok {
-		l = &login{key: key, path: "auth/" + s.AuthMount + "/login", role: s.Role}
-		p.logins[key] = l
-	}
+	l := p.logins.Get(key, vaultlogin.Identity{Path: "auth/" + s.AuthMount + "/login", Role: s.Role})
 	p.busy[key]++
 	return l
 }
 
 // done ends a mount's use of l that login began.
-func (p *Provider) done(l *login) {
+func (p *Provider) done(l *vaultlogin.Login) {
+	key := l.Key()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.busy[l.key]--; p.busy[l.key] <= 0 {
-		delete(p.busy, l.key)
+	if p.busy[key]--; p.busy[key] <= 0 {
+		delete(p.busy, key)
 	}
 }
 

@@ -16,13 +16,12 @@ import (
 
 	vaultapi "github.com/hashicorp/vault/api"
 
+	"github.com/keymount/keymount/internal/vaultlogin"
 	"github.com/keymount/keymount/provider/vault/spec"
 )
 
 // maxAnswer bounds the body of one Vault answer read.
 const maxAnswer = 4 << 20
-
-var errNoAuth = errors.New("vault answered without a token")
 
 // answer is what Vault returned for an object's request.
 type answer struct {
@@ -47,7 +46,7 @@ type slot struct {
 
 	// a lease
 	leased    bool
-	session   *session
+	session   *vaultlogin.Session
 	ttl       time.Duration
 	expires   time.Time
 	renewAt   time.Time
