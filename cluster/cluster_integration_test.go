@@ -12,12 +12,12 @@ import (
 	"github.com/go-logr/logr/funcr"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/cluster"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // logBuffer collects klog's structured output.
@@ -72,15 +72,15 @@ func TestStartWithoutRBACServesAndNamesTheRule(t *testing.T) {
 		t.Fatal("synced without permission to list anything")
 	}
 	// One diagnosis lists every watched type, in any order: wait for both.
-	waitFor(t, "a log line naming the missing RBAC rule on secretproviderclasses", func() bool {
+	poll.UntilTrue(t, "a log line naming the missing RBAC rule on secretproviderclasses", func() bool {
 		return logs.find("RBAC rule missing", "secretproviderclasses", "get, list and watch") != ""
 	})
-	waitFor(t, "a log line naming the missing RBAC rule on pods", func() bool {
+	poll.UntilTrue(t, "a log line naming the missing RBAC rule on pods", func() bool {
 		return logs.find("RBAC rule missing", "on pods (apiGroups") != ""
 	})
 
 	grant(t, env, user)
-	waitFor(t, "the caches to sync once the rules are granted", cl.Synced)
+	poll.UntilTrue(t, "the caches to sync once the rules are granted", cl.Synced)
 }
 
 // grant binds the rules of deploy/rbac.yaml's ClusterRole to user.
@@ -105,14 +105,5 @@ func grant(t *testing.T, env *k8senv.Env, user string) {
 	}
 	if _, err := cs.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 60*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/tests/harness"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 const (
@@ -86,7 +86,7 @@ func TestWritesSurviveAPIServerOutage(t *testing.T) {
 	}})
 	h, cl := startNodeWithCluster(t, env)
 	h.WriteObject("password", "v1")
-	waitFor(t, "the caches to sync", cl.Synced)
+	poll.UntilTrue(t, "the caches to sync", cl.Synced)
 
 	newVolume := func(name, class string) classVolume { return classVolume{Volume: h.NewVolume(name), class: class} }
 	kept := []classVolume{newVolume("kept-0", plainClass), newVolume("kept-1", plainClass), newVolume("kept-synced", syncedClass)}
@@ -153,7 +153,7 @@ func startNodeWithCluster(t *testing.T, env *k8senv.Env) (*harness.Harness, *clu
 func waitWritten(t *testing.T, api client.Client, exist, gone []classVolume, password string) {
 	t.Helper()
 	var problems []string
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, afterReturn, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), afterReturn, func(ctx context.Context) (bool, error) {
 		problems = nil
 		for _, v := range exist {
 			if p := checkStatus(ctx, api, v); p != "" {

@@ -29,6 +29,7 @@ import (
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestRestartOnChangeAcrossNodes: two pods of one Deployment, on two nodes,
@@ -70,7 +71,7 @@ func TestRestartOnChangeAcrossNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the caches of "+p.Spec.NodeName+" to sync", nodes[i].Synced)
+		poll.UntilTrue(t, "the caches of "+p.Spec.NodeName+" to sync", nodes[i].Synced)
 	}
 	startRestartController(t, restConfig(env))
 	outcome := func(p *corev1.Pod, version string, first bool) *driver.Outcome {
@@ -109,11 +110,11 @@ func TestRestartOnChangeAcrossNodes(t *testing.T) {
 		t.Fatal("after the change the pod statuses do not report it with version 2")
 	}
 	want := restart.AnnotationValue([]secretsstorev1.SecretProviderClassObject{{ID: "password", Version: "2"}})
-	waitFor(t, "the controller's restart", func() bool { _, v := generation(); return v == want })
+	poll.UntilTrue(t, "the controller's restart", func() bool { _, v := generation(); return v == want })
 	if gen, _ := generation(); gen != d.Generation+1 {
 		t.Errorf("after the change: generation %d, want %d: one restart, none for the first publish", gen, d.Generation+1)
 	}
-	waitFor(t, "the subPath warning on "+pods[0].Name, func() bool {
+	poll.UntilTrue(t, "the subPath warning on "+pods[0].Name, func() bool {
 		return len(eventsOn(t, cs, pods[0], cluster.ReasonSubPathNotRefreshed)) > 0
 	})
 	if ev := eventsOn(t, cs, pods[0], cluster.ReasonSubPathNotRefreshed)[0]; ev.Type != corev1.EventTypeWarning ||
@@ -145,7 +146,7 @@ func podStatusesSay(t *testing.T, api client.Client, pods []*corev1.Pod, class, 
 // checkRestartEvent: one SecretRestarting event on d, from the controller.
 func checkRestartEvent(t *testing.T, cs kubernetes.Interface, d *appsv1.Deployment) {
 	t.Helper()
-	waitFor(t, "the restart event on the Deployment", func() bool {
+	poll.UntilTrue(t, "the restart event on the Deployment", func() bool {
 		return len(eventsOn(t, cs, d, restart.ReasonRestarting)) > 0
 	})
 	if evs := eventsOn(t, cs, d, restart.ReasonRestarting); len(evs) != 1 || evs[0].Count > 1 || evs[0].Source.Component != restart.EventSource {

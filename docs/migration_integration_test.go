@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -18,13 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // guideCharts maps the charts the guide's helm commands name to their
@@ -213,7 +212,7 @@ func TestMigrationGuide(t *testing.T) {
 		// The API server serves an updated CRD's schema a moment after the
 		// apply returns: wait for it, a generous deadline failing only a
 		// schema that never keeps them.
-		if crdStep && !eventually(t, func() bool { return keepsConditions(t, g.dyn) }) {
+		if crdStep && poll.Wait(ctx, poll.Deadline, func(context.Context) (bool, error) { return keepsConditions(t, g.dyn), nil }) != nil {
 			t.Error("after the guide's CRD step, the API server still prunes keymount's status conditions")
 		}
 	}
@@ -265,16 +264,6 @@ func createObject(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionRe
 
 // keepsConditions writes keymount's conditions into the pod status, as the
 // driver does, and reports whether the API server stored them.
-// eventually polls cond until it holds or a minute has passed, and says
-// whether it held.
-func eventually(t *testing.T, cond func() bool) bool {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	return err == nil
-}
-
 func keepsConditions(t *testing.T, dyn dynamic.Interface) bool {
 	t.Helper()
 	ri := dyn.Resource(spcps).Namespace("default")

@@ -18,6 +18,7 @@ import (
 	"github.com/keymount/keymount/internal/unixsocket"
 	"github.com/keymount/keymount/provider/providerclient"
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // gatedProvider is a provider served over a real unix socket whose Mount
@@ -187,7 +188,7 @@ func TestHungProviderStallsNoOther(t *testing.T) {
 			hungErrs <- err
 		}()
 	}
-	waitFor(t, "the hung provider's share in flight and its other publishes waiting", func() bool {
+	poll.UntilTrue(t, "the hung provider's share in flight and its other publishes waiting", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return hung.inFlight.Load() == share && len(s.waiting) == hungCalls-int(share)

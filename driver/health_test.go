@@ -22,6 +22,7 @@ import (
 	"github.com/keymount/keymount/driver/registration"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // healthDriver is a driver that is not serving yet, and a func that starts
@@ -89,7 +90,7 @@ func TestHealthWithoutRegistration(t *testing.T) {
 	t.Cleanup(srv.Close)
 	wantHealth(t, srv, "before serving", http.StatusServiceUnavailable, bodyIs("not ready\n"))
 	run()
-	waitFor(t, "/healthz ok", func() bool { code, _ := get(t, srv, "/healthz"); return code == http.StatusOK })
+	poll.UntilTrue(t, "/healthz ok", func() bool { code, _ := get(t, srv, "/healthz"); return code == http.StatusOK })
 	wantHealth(t, srv, "serving", http.StatusOK, bodyIs("ok\n"))
 }
 
@@ -109,7 +110,7 @@ func TestHealthCheckFails(t *testing.T) {
 	t.Cleanup(srv.Close)
 	wantHealth(t, srv, "failing check, not serving", http.StatusServiceUnavailable, bodyIs("not ready\n"))
 	run()
-	waitFor(t, "/healthz to report the check", func() bool { _, body := get(t, srv, "/healthz"); return body != "not ready\n" })
+	poll.UntilTrue(t, "/healthz to report the check", func() bool { _, body := get(t, srv, "/healthz"); return body != "not ready\n" })
 	wantHealth(t, srv, "failing check", http.StatusServiceUnavailable, bodyIs("first line second line\n"))
 	failing.Store(false)
 	wantHealth(t, srv, "passing checks", http.StatusOK, bodyIs("ok\n"))
@@ -140,7 +141,7 @@ func TestHealthRegistration(t *testing.T) {
 	t.Cleanup(srv.Close)
 	run()
 	// Before kubelet answers: healthy.
-	waitFor(t, "/healthz ok before kubelet answers", func() bool { code, _ := get(t, srv, "/healthz"); return code == http.StatusOK })
+	poll.UntilTrue(t, "/healthz ok before kubelet answers", func() bool { code, _ := get(t, srv, "/healthz"); return code == http.StatusOK })
 
 	kubeletAnswers(t, sock, false, "RegisterPlugin error -- plugin version not supported")
 	wantHealth(t, srv, "kubelet refused", http.StatusServiceUnavailable, func(body string) bool {
@@ -157,9 +158,9 @@ func TestHealthRegistration(t *testing.T) {
 	wantHealth(t, srv, "socket removed", http.StatusServiceUnavailable, func(body string) bool {
 		return strings.Contains(body, sock) && strings.Contains(body, "missing")
 	})
-	waitFor(t, "the socket check's ticker", func() bool { return clk.HasWaiters() })
+	poll.UntilTrue(t, "the socket check's ticker", func() bool { return clk.HasWaiters() })
 	clk.Step(cfg.CheckInterval)
-	waitFor(t, "/healthz ok once the socket is back", func() bool { code, _ := get(t, srv, "/healthz"); return code == http.StatusOK })
+	poll.UntilTrue(t, "/healthz ok once the socket is back", func() bool { code, _ := get(t, srv, "/healthz"); return code == http.StatusOK })
 }
 
 // kubeletAnswers sends kubelet's answer to the registration socket.

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestIdleReleaseAfterCalls: memory is released once, when the driver has
@@ -26,8 +27,7 @@ func TestIdleReleaseAfterCalls(t *testing.T) {
 	// tick waits for the ticker, then moves the clock by d.
 	tick := func(d time.Duration) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, time.Minute, true,
-			func(context.Context) (bool, error) { return clk.HasWaiters(), nil })
+		err := poll.Wait(t.Context(), time.Minute, func(context.Context) (bool, error) { return clk.HasWaiters(), nil })
 		if err != nil {
 			t.Fatalf("the release loop never waited on its ticker: %v", err)
 		}

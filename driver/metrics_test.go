@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // recordingMetrics records what the driver reports, as "provider code";
@@ -170,7 +171,7 @@ func TestWriteQueue(t *testing.T) {
 	done := make(chan struct{})
 	go func() { r.run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	waitFor(t, "the queue written", r.idle)
+	poll.UntilTrue(t, "the queue written", r.idle)
 	if n, age := r.waiting(time.Now()); n != 0 || age != 0 {
 		t.Errorf("after the writes: %d waiting, oldest %s; want none", n, age)
 	}

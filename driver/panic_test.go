@@ -13,6 +13,7 @@ import (
 	"github.com/keymount/keymount/internal/panics"
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // armed is a panic a test sets off once, in a handler of its choice.
@@ -105,7 +106,7 @@ func TestBackgroundPanicsKeepServing(t *testing.T) {
 	if _, err := s.node.NodePublishVolume(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first status write", func() bool { return cl.written() >= 1 })
+	poll.UntilTrue(t, "the first status write", func() bool { return cl.written() >= 1 })
 
 	servesPublishes := func(name string) {
 		t.Helper()
@@ -127,10 +128,10 @@ func TestBackgroundPanicsKeepServing(t *testing.T) {
 		a.arm(tc.where)
 		clk.Step(DefaultMinRefreshInterval) // the trigger runs at once, not deferred
 		s.d.TriggerClass("shop", "app")
-		waitFor(t, "the panic in the "+tc.where+" to be recovered", func() bool {
+		poll.UntilTrue(t, "the panic in the "+tc.where+" to be recovered", func() bool {
 			return recoveredPanics(t, tc.handler) == before+1
 		})
-		waitFor(t, "the triggered refresh to finish", func() bool {
+		poll.UntilTrue(t, "the triggered refresh to finish", func() bool {
 			s.d.held.mu.Lock()
 			defer s.d.held.mu.Unlock()
 			r := s.d.held.m[req.GetVolumeId()]
@@ -138,7 +139,7 @@ func TestBackgroundPanicsKeepServing(t *testing.T) {
 		})
 		if tc.where == "reporter" {
 			// The write that panicked is retried, and succeeds.
-			waitFor(t, "the status write to be retried", func() bool { return cl.written() > writes && s.d.reporter.idle() })
+			poll.UntilTrue(t, "the status write to be retried", func() bool { return cl.written() > writes && s.d.reporter.idle() })
 		}
 		// The volume's lock was released: kubelet's republish goes through.
 		if _, err := s.node.NodePublishVolume(t.Context(), req); err != nil {

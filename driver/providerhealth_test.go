@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestProviderHealthRounds: a round asks every provider of mounted volumes;
@@ -149,14 +151,14 @@ func TestReadyzFollowsProviders(t *testing.T) {
 	stopDown := serveGated(t, n.sockets, "down", down)
 	id, srv := servedSocketNode(t, n.srv.d, socketDir(t))
 
-	waitFor(t, "/readyz ok without volumes", func() bool { code, _ := get(t, srv, "/readyz"); return code == http.StatusOK })
+	poll.UntilTrue(t, "/readyz ok without volumes", func() bool { code, _ := get(t, srv, "/readyz"); return code == http.StatusOK })
 	if err := n.publish(t.Context(), "up", "u"); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.publish(t.Context(), "down", "d"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both providers checked", func() bool { return len(n.srv.d.ProviderHealth()) == 2 })
+	poll.UntilTrue(t, "both providers checked", func() bool { return len(n.srv.d.ProviderHealth()) == 2 })
 	if code, body := get(t, srv, "/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz with both providers answering: %d %q", code, body)
 	}
@@ -168,7 +170,7 @@ func TestReadyzFollowsProviders(t *testing.T) {
 	if err := os.Remove(filepath.Join(n.sockets, "down.sock")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
-	waitFor(t, "/readyz not ready", func() bool { code, _ := get(t, srv, "/readyz"); return code == http.StatusServiceUnavailable })
+	poll.UntilTrue(t, "/readyz not ready", func() bool { code, _ := get(t, srv, "/readyz"); return code == http.StatusServiceUnavailable })
 	if _, body := get(t, srv, "/readyz"); !strings.Contains(body, `provider "down"`) || strings.Contains(body, `provider "up"`) ||
 		strings.Count(body, "\n") != 1 {
 		t.Fatalf("/readyz body %q, want one line naming provider down only", body)
@@ -183,7 +185,7 @@ func TestReadyzFollowsProviders(t *testing.T) {
 	if err := n.unpublish(t.Context(), "d"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "/readyz ok once no volume uses the provider that is gone", func() bool {
+	poll.UntilTrue(t, "/readyz ok once no volume uses the provider that is gone", func() bool {
 		code, _ := get(t, srv, "/readyz")
 		return code == http.StatusOK && maps.Equal(n.srv.d.ProviderHealth(), map[string]bool{"up": true})
 	})
@@ -203,7 +205,7 @@ func freshDriverNotReady(t *testing.T, n *socketNode, provider string) {
 	}
 	d2 := n.newDriver(t, Config{ProviderHealthInterval: time.Hour})
 	id2, srv2 := servedSocketNode(t, d2, socketDir(t))
-	waitFor(t, "the first round of the fresh driver", func() bool { return len(d2.ProviderHealth()) == 1 })
+	poll.UntilTrue(t, "the first round of the fresh driver", func() bool { return len(d2.ProviderHealth()) == 1 })
 	name := `provider "` + provider + `"`
 	if code, body := get(t, srv2, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, name) {
 		t.Fatalf("/readyz of a fresh driver without provider sockets: %d %q, want 503 naming %s", code, body, name)

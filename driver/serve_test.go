@@ -16,13 +16,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/unixsocket"
 	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // funcProvider answers Mount with a function the test sets.
@@ -96,7 +96,7 @@ func serveNodeWith(t *testing.T, set func(*Deps)) *servedNode {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	s := &servedNode{node: csi.NewNodeClient(conn), identity: csi.NewIdentityClient(conn), d: d, base: n.base, endpoint: endpoint}
-	waitFor(t, "driver serving", func() bool {
+	poll.UntilTrue(t, "driver serving", func() bool {
 		_, err := s.identity.GetPluginInfo(t.Context(), &csi.GetPluginInfoRequest{}, grpc.WaitForReady(true))
 		return err == nil
 	})
@@ -114,16 +114,6 @@ func (s *servedNode) request(name string) *csi.NodePublishVolumeRequest {
 func (s *servedNode) unpublish(ctx context.Context, req *csi.NodePublishVolumeRequest) error {
 	_, err := s.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: req.VolumeId, TargetPath: req.TargetPath})
 	return err
-}
-
-// waitFor polls cond until it holds, failing the test after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 30*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 // TestHandlerPanicIsInternal: a panic inside a handler (here in the provider
@@ -253,7 +243,7 @@ func TestAPIServerNeverBlocksKubelet(t *testing.T) {
 	// The API server comes back: what was pending is written, not lost.
 	cl.fail.Store(false)
 	close(cl.release)
-	waitFor(t, "pending reports written", s.d.reporter.idle)
+	poll.UntilTrue(t, "pending reports written", s.d.reporter.idle)
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	// Writes in flight when a newer outcome came are finished; the rest is

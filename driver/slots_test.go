@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // slotsOf returns slots of the given capacity in calls (the byte bound
@@ -155,7 +157,7 @@ func acquireAsync(ctx context.Context, t *testing.T, s *slots, provider string) 
 		release, err := s.acquire(ctx, provider)
 		out <- acquired{release, err}
 	}()
-	waitFor(t, provider+" waiting or started", func() bool {
+	poll.UntilTrue(t, provider+" waiting or started", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return len(s.waiting) > before || len(out) > 0

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // limiterRig is a heldRequests on a fake clock whose refreshes only
@@ -56,7 +57,7 @@ func (r *limiterRig) trigger() {
 // deferred one (it starts on a goroutine of its own) when more are due.
 func (r *limiterRig) assertRuns(t *testing.T, want int) {
 	t.Helper()
-	waitFor(t, "refreshes to start", func() bool { return r.runs() >= want })
+	poll.UntilTrue(t, "refreshes to start", func() bool { return r.runs() >= want })
 	if got := r.runs(); got != want {
 		t.Fatalf("%d refreshes started, want %d", got, want)
 	}
@@ -232,7 +233,7 @@ func TestTriggerBurstThroughDriver(t *testing.T) {
 		wg.Go(func() { s.d.TriggerClass("shop", "app") })
 	}
 	wg.Wait()
-	waitFor(t, "the burst's refresh to finish", idle)
+	poll.UntilTrue(t, "the burst's refresh to finish", idle)
 	if got := calls.Load(); got != 2 { // the first publish and one refresh
 		t.Fatalf("%d provider calls after a burst of 50 triggers, want 2", got)
 	}
@@ -242,7 +243,7 @@ func TestTriggerBurstThroughDriver(t *testing.T) {
 		t.Fatalf("%d provider calls before the interval passed, want 2", got)
 	}
 	clk.Step(time.Second)
-	waitFor(t, "the deferred refresh", func() bool { return calls.Load() == 3 && idle() })
+	poll.UntilTrue(t, "the deferred refresh", func() bool { return calls.Load() == 3 && idle() })
 	if err := s.unpublish(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}

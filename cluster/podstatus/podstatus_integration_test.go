@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -31,6 +30,7 @@ import (
 	"github.com/keymount/keymount/cluster/podstatus"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 const podStatusCRD = "secretproviderclasspodstatuses.secrets-store.csi.x-k8s.io"
@@ -274,14 +274,13 @@ func auditedWrites(t *testing.T, env *k8senv.Env) int {
 
 func waitGone(t *testing.T, c client.Client, st *secretsstorev1.SecretProviderClassPodStatus) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true,
-		func(ctx context.Context) (bool, error) {
-			err := c.Get(ctx, client.ObjectKeyFromObject(st), &secretsstorev1.SecretProviderClassPodStatus{})
-			if apierrors.IsNotFound(err) {
-				return true, nil
-			}
-			return false, err
-		})
+	err := poll.Wait(t.Context(), 60*time.Second, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(st), &secretsstorev1.SecretProviderClassPodStatus{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
 	if err != nil {
 		t.Fatalf("pod status not garbage collected after its pod was deleted: %v", err)
 	}

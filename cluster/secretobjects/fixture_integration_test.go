@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -31,12 +30,7 @@ import (
 	"github.com/keymount/keymount/tests/k8senv"
 )
 
-const (
-	driverName = "secrets-store.csi.k8s.io"
-	// eventually bounds waits for the control plane (the garbage collector,
-	// a cache catching up): a bound, not a target.
-	eventually = 60 * time.Second
-)
+const driverName = "secrets-store.csi.k8s.io"
 
 // cluster is the control plane the integration tests share.
 type cluster struct {
@@ -301,12 +295,4 @@ func secretOwners(s *corev1.Secret) []types.UID {
 	}
 	slices.Sort(uids)
 	return uids
-}
-
-// waitFor polls cond until it holds or eventually passes.
-func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, eventually, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // replicaSet creates a ReplicaSet of no pods (no controller runs here: the
@@ -74,7 +75,7 @@ func goneAfterGC(t *testing.T, cl *cluster, p *corev1.Pod) {
 		t.Fatal(err)
 	}
 	deleteNow(t, cl, p)
-	waitFor(t, "the garbage collector to handle pod "+p.Name+"'s deletion", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the garbage collector to handle pod "+p.Name+"'s deletion", func(ctx context.Context) (bool, error) {
 		err := cl.admin.Get(ctx, client.ObjectKeyFromObject(probe), &corev1.ConfigMap{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
@@ -121,7 +122,7 @@ func testOwnedByPodsOwners(t *testing.T, cl *cluster) {
 	if err := cl.admin.Delete(t.Context(), rs1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the garbage collector to drop the old ReplicaSet", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the garbage collector to drop the old ReplicaSet", func(ctx context.Context) (bool, error) {
 		var s corev1.Secret
 		err := cl.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, &s)
 		return err == nil && cmp.Equal(secretOwners(&s), []types.UID{rs2.UID}), err
@@ -131,7 +132,7 @@ func testOwnedByPodsOwners(t *testing.T, cl *cluster) {
 	if err := cl.admin.Delete(t.Context(), rs2); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the garbage collector to delete the Secret", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the garbage collector to delete the Secret", func(ctx context.Context) (bool, error) {
 		err := cl.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, &corev1.Secret{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
@@ -203,7 +204,7 @@ func testCreateCarriesOwner(t *testing.T, cl *cluster) {
 	// Both pods go without another sync: so does the Secret.
 	deleteNow(t, cl, pod)
 	deleteNow(t, cl, other)
-	waitFor(t, "the garbage collector to delete the Secret", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the garbage collector to delete the Secret", func(ctx context.Context) (bool, error) {
 		err := cl.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, &corev1.Secret{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})

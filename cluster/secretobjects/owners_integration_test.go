@@ -17,6 +17,7 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/internal/kube"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // testOwnersPerNode: two nodes sync one Secret for their own pods; each
@@ -55,7 +56,7 @@ func testOwnersPerNode(t *testing.T, cl *cluster) {
 	checkWrites(t, nb, 0)
 
 	deleteNow(t, cl, podB)
-	waitFor(t, "the garbage collector to drop pod b's reference", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the garbage collector to drop pod b's reference", func(ctx context.Context) (bool, error) {
 		var s corev1.Secret
 		if err := cl.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, &s); err != nil {
 			return false, err
@@ -63,7 +64,7 @@ func testOwnersPerNode(t *testing.T, cl *cluster) {
 		return cmp.Equal(secretOwners(&s), []types.UID{podA.UID}), nil
 	})
 	deleteNow(t, cl, podA)
-	waitFor(t, "the garbage collector to delete the Secret", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the garbage collector to delete the Secret", func(ctx context.Context) (bool, error) {
 		err := cl.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, &corev1.Secret{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
@@ -147,7 +148,7 @@ func testLeastPrivilege(t *testing.T, cl *cluster) {
 		t.Fatal(err)
 	}
 	n := cl.nodeAs(api, "node-a", nil)
-	waitFor(t, "the role to take effect", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the role to take effect", func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 		return err == nil, client.IgnoreNotFound(ignoreForbidden(err))
 	})

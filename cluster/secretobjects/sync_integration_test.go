@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestAgainstAPIServer runs the integration cases against one real
@@ -178,7 +179,7 @@ func testNoWriteWhenUnchanged(t *testing.T, cl *cluster) {
 	n.events.take()
 
 	live := cl.secret(t, ns, "db")
-	waitFor(t, "the cache to hold the Secret and the pod", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the cache to hold the Secret and the pod", func(ctx context.Context) (bool, error) {
 		var s corev1.Secret
 		var p corev1.Pod
 		err := errors.Join(nodeCache.Get(ctx, types.NamespacedName{Namespace: live.Namespace, Name: live.Name}, &s),

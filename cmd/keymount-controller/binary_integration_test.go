@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,12 +13,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,9 +28,8 @@ import (
 	"github.com/keymount/keymount/provider/local"
 	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
-
-const eventually = 90 * time.Second
 
 // TestBinaryAgainstAPIServer builds keymount-controller and runs it as a
 // process with the sync controller's flags against a real API server and
@@ -59,13 +55,13 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 	}, syncrequest.EnvPodNamespace+"=keymount-system", syncrequest.EnvPodName+"=keymount-controller-0")
 
 	for _, path := range []string{"/healthz", "/readyz"} {
-		poll(t, "GET "+path, func(ctx context.Context) (bool, error) {
+		poll.Until(t, "GET "+path, func(ctx context.Context) (bool, error) {
 			code, _ := get(ctx, "http://"+probeAddr+path)
 			return code == http.StatusOK, nil
 		})
 	}
 	lease := types.NamespacedName{Namespace: "keymount-system", Name: leaderElectionID}
-	poll(t, "the Lease held", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the Lease held", func(ctx context.Context) (bool, error) {
 		l, err := cs.CoordinationV1().Leases(lease.Namespace).Get(ctx, lease.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, client.IgnoreNotFound(err)
@@ -84,8 +80,8 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 		}},
 	}
 	create(t, c, class, ss)
-	poll(t, "the Secret", secretHolds(c, "password", "from-the-store"))
-	poll(t, "the sync counted in /metrics", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the Secret", secretHolds(c, "password", "from-the-store"))
+	poll.Until(t, "the sync counted in /metrics", func(ctx context.Context) (bool, error) {
 		code, body := get(ctx, "http://"+metricsAddr+"/metrics")
 		return code == http.StatusOK && strings.Contains(body, `keymount_controller_syncs_total{result="created"} 1`) &&
 			strings.Contains(body, "keymount_controller_provider_call_duration_seconds_bucket"), nil
@@ -257,11 +253,4 @@ func get(ctx context.Context, url string) (int, string) {
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-func poll(t testing.TB, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, eventually, true, cond); err != nil {
-		t.Fatal(fmt.Errorf("waiting for %s: %w", what, err))
-	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/keymount/keymount/controller/reflector"
 	"github.com/keymount/keymount/controller/syncrequest"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestBinaryFanout runs keymount-controller with --enable-fanout against a
@@ -76,16 +77,16 @@ func TestBinaryFanout(t *testing.T) {
 				s.Annotations[reflector.AnnotationReflects] == "app/pull", nil
 		}
 	}
-	poll(t, "the copy in team-a", copyIs("team-a", "pull-v1"))
+	poll.Until(t, "the copy in team-a", copyIs("team-a", "pull-v1"))
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the copy in team-b, created later", copyIs("team-b", "pull-v1"))
+	poll.Until(t, "the copy in team-b, created later", copyIs("team-b", "pull-v1"))
 	if err := os.WriteFile(filepath.Join(store, "token"), []byte("pull-v2"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the store's new value in team-a's copy", copyIs("team-a", "pull-v2"))
-	poll(t, "the store's new value in team-b's copy", copyIs("team-b", "pull-v2"))
+	poll.Until(t, "the store's new value in team-a's copy", copyIs("team-a", "pull-v2"))
+	poll.Until(t, "the store's new value in team-b's copy", copyIs("team-b", "pull-v2"))
 	if _, err := cs.CoreV1().Secrets("other").Get(ctx, "pull", metav1.GetOptions{}); err == nil {
 		t.Error("a copy in namespace other, which the source does not match")
 	}
@@ -121,7 +122,7 @@ func BenchmarkFanoutRSS(b *testing.B) {
 			for range b.N {
 				proc := startBinary(b, bin, []string{"--kubeconfig=" + kubeconfig, "--provider-volume=" + sockDir, "--enable-fanout",
 					"--metrics-bind-address=0", "--health-probe-bind-address=0"}, syncrequest.EnvPodNamespace+"=keymount-system")
-				poll(b, "the copies", func(ctx context.Context) (bool, error) {
+				poll.Until(b, "the copies", func(ctx context.Context) (bool, error) {
 					l, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: fanout.LabelCopy})
 					return err == nil && len(l.Items) == 10, nil
 				})

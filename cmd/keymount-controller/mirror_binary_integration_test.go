@@ -17,6 +17,7 @@ import (
 
 	"github.com/keymount/keymount/controller/syncrequest"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 var secretMirrors = schema.GroupVersionResource{Group: "mirrors.kts.studio", Version: "v1alpha2", Resource: "secretmirrors"}
@@ -63,7 +64,7 @@ func TestBinarySecretMirrors(t *testing.T) {
 	}
 	copyHolds := func(ns, password string) {
 		t.Helper()
-		poll(t, "the copy in "+ns, func(ctx context.Context) (bool, error) {
+		poll.Until(t, "the copy in "+ns, func(ctx context.Context) (bool, error) {
 			s, err := cs.CoreV1().Secrets(ns).Get(ctx, "mysecret", metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return false, nil
@@ -76,7 +77,7 @@ func TestBinarySecretMirrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	copyHolds("demo-namespace-2", "generalkenobi")
-	poll(t, "mirrorStatus Active", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "mirrorStatus Active", func(ctx context.Context) (bool, error) {
 		got, err := dyn.Resource(secretMirrors).Namespace("default-src").Get(ctx, "mysecret", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -97,7 +98,7 @@ func TestBinarySecretMirrors(t *testing.T) {
 	if err := dyn.Resource(secretMirrors).Namespace("default-src").Delete(ctx, "mysecret", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the SecretMirror and its copies gone", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the SecretMirror and its copies gone", func(ctx context.Context) (bool, error) {
 		_, err := dyn.Resource(secretMirrors).Namespace("default-src").Get(ctx, "mysecret", metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return false, nil

@@ -11,6 +11,7 @@ import (
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/controller/syncrequest"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/tests/poll"
 	"github.com/keymount/keymount/tests/vaultenv"
 )
 
@@ -51,7 +52,7 @@ path "secret/metadata/app/*" { capabilities = ["read"] }`)
 		}},
 	}
 	create(t, c, class, ss)
-	poll(t, "the Secret from Vault", secretHolds(c, "password", "from-vault"))
+	poll.Until(t, "the Secret from Vault", secretHolds(c, "password", "from-vault"))
 	a := v.Audit(t)
 	if got := a.Count("update", "auth/kubernetes/login"); got != 1 {
 		t.Errorf("%d Kubernetes logins, want 1", got)

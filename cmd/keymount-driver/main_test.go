@@ -16,10 +16,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 func TestParseFlagsDefaults(t *testing.T) {
@@ -65,7 +65,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, cfg) }()
 	sock := filepath.Join(dir, "csi.sock")
-	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	if err := poll.Wait(t.Context(), time.Minute, func(context.Context) (bool, error) {
 		c, err := net.Dial("unix", sock)
 		if err != nil {
 			return false, nil //nolint:nilerr // not serving yet

@@ -22,6 +22,7 @@ import (
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -78,18 +79,14 @@ func TestRunServesUntilCanceled(t *testing.T) {
 	go func() { done <- run(ctx, cfg) }()
 
 	sock := filepath.Join(dir, "local.sock")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.UntilTrue(t, "something to listen on "+sock, func() bool {
 		c, err := net.Dial("unix", sock)
-		if err == nil {
-			_ = c.Close()
-			break
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listens on %s: %v", sock, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		_ = c.Close()
+		return true
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("run = %v after cancel, want nil", err)

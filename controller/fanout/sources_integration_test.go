@@ -13,13 +13,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/keymount/keymount/controller/fanout"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 const mark = "example.com/source"
@@ -66,7 +66,7 @@ func storeKeys(inf toolscache.SharedIndexInformer) []string {
 
 func waitKeys(t *testing.T, inf toolscache.SharedIndexInformer, want []string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), 60*time.Second, func(context.Context) (bool, error) {
 		return slices.Equal(storeKeys(inf), want), nil
 	})
 	if err != nil {

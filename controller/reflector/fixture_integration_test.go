@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,6 +19,7 @@ import (
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // eventually is how long a test waits for the controller.
@@ -116,7 +116,7 @@ func absent(s *corev1.Secret) error {
 // waitEvent waits for an event with reason about the object ns/name.
 func (f *fixture) waitEvent(t *testing.T, ns, name, reason string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), eventually, func(ctx context.Context) (bool, error) {
 		l, err := f.cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

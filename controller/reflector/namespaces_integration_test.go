@@ -5,17 +5,16 @@ package reflector_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keymount/keymount/controller/fanout"
 	"github.com/keymount/keymount/controller/reflector"
 	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestNamespaceLifecycle runs kube-controller-manager's namespace
@@ -71,7 +70,7 @@ func (f *fixture) deleteNamespace(t *testing.T, name string) {
 	if err := f.cs.CoreV1().Namespaces().Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*eventually, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), 2*eventually, func(ctx context.Context) (bool, error) {
 		_, err := f.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil

@@ -18,12 +18,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/keymount/keymount/controller/restart"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // componentDir is the kustomize component of restart on change.
@@ -130,7 +130,7 @@ func TestRestartAdmissionPolicy(t *testing.T) {
 	// The policy is in force once the API server's admission has loaded it
 	// and RBAC lets the patch reach it: a dry run shows both.
 	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), 60*time.Second, func(ctx context.Context) (bool, error) {
 		last = image("deployments", d.Name).do(ctx, controllerClient, ns, true)
 		return last != nil && strings.Contains(last.Error(), policyDenial), nil
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/keymount/keymount/controller/restart"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // report writes, as a node would, the pod status of pod's volume of class
@@ -83,7 +84,7 @@ func TestControllerIgnoresForgedReports(t *testing.T) {
 	report(t, c, otherUID, "db", "evil-2", "00000000-0000-0000-0000-000000000000")
 	noVolume := a.pod(t, ns, "web-1-y", "node-a", "other-class", &ref, nil)
 	report(t, c, noVolume, "db", "evil-3", "")
-	eventually(t, "the skip event on the intruder", func() bool {
+	poll.UntilTrue(t, "the skip event on the intruder", func() bool {
 		list, err := a.admin.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{
 			FieldSelector: fields.Set{"involvedObject.uid": string(intruder.UID), "reason": restart.ReasonRestartSkipped}.String(),
 		})
@@ -96,7 +97,7 @@ func TestControllerIgnoresForgedReports(t *testing.T) {
 	member := a.pod(t, ns, "web-1-a", "node-a", "db", &ref, nil)
 	report(t, c, member, "db", "2", "")
 	key, want := restart.AnnotationKey("db"), restart.AnnotationValue([]secretsstorev1.SecretProviderClassObject{{ID: "db/password", Version: "2"}, {ID: "db/user", Version: "1"}})
-	eventually(t, "the member's restart", func() bool { return a.getDeployment(t, ns, d.Name).Spec.Template.Annotations[key] == want })
+	poll.UntilTrue(t, "the member's restart", func() bool { return a.getDeployment(t, ns, d.Name).Spec.Template.Annotations[key] == want })
 	if got := a.getDeployment(t, ns, d.Name); got.Generation != d.Generation+1 {
 		t.Errorf("generation %d, want %d: the forged reports wrote the Deployment (annotations %v)", got.Generation, d.Generation+1, got.Spec.Template.Annotations)
 	}

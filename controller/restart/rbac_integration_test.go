@@ -13,6 +13,7 @@ import (
 	"github.com/keymount/keymount/controller/restart"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestControllerWithComponentRBAC: keymount-controller's ServiceAccount
@@ -48,7 +49,7 @@ func TestControllerWithComponentRBAC(t *testing.T) {
 
 	f.setSecret(t, "db-creds", "v2")
 	key := restart.SecretAnnotationKey("db-creds")
-	eventually(t, "the consumer's restart", func() bool { return f.get(t, "consumer").Spec.Template.Annotations[key] == value("v2") })
+	poll.UntilTrue(t, "the consumer's restart", func() bool { return f.get(t, "consumer").Spec.Template.Annotations[key] == value("v2") })
 	if got := f.get(t, "consumer").Generation; got != consumer.Generation+1 {
 		t.Errorf("consumer generation %d, want %d", got, consumer.Generation+1)
 	}
@@ -56,7 +57,7 @@ func TestControllerWithComponentRBAC(t *testing.T) {
 	ref := controllerRef("ReplicaSet", rs.Name, rs)
 	report(t, c, a.pod(t, f.ns, "web-1-a", "node-a", "db", &ref, nil), "db", "2", "")
 	want := restart.AnnotationValue([]secretsstorev1.SecretProviderClassObject{{ID: "db/password", Version: "2"}, {ID: "db/user", Version: "1"}})
-	eventually(t, "the Deployment's restart", func() bool {
+	poll.UntilTrue(t, "the Deployment's restart", func() bool {
 		return a.getDeployment(t, f.ns, d.Name).Spec.Template.Annotations[restart.AnnotationKey("db")] == want
 	})
 	got, err := a.admin.AppsV1().Deployments(f.ns).Get(t.Context(), d.Name, metav1.GetOptions{})

@@ -6,9 +6,7 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -73,15 +71,4 @@ func startControllerSharing(t *testing.T, cfg *rest.Config, opts restart.Options
 			t.Errorf("the manager: %v", err)
 		}
 	})
-}
-
-// eventually polls cond until it holds, failing the test after a generous
-// deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 60*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }

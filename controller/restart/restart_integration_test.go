@@ -20,7 +20,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -31,6 +30,7 @@ import (
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 const driverName = "secrets-store.csi.k8s.io"
@@ -447,7 +447,7 @@ func TestRestartForbidden(t *testing.T) {
 
 	grantComponent(t, a, user)
 	// The API server's authorizer learns of the binding from its own watch.
-	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = poll.Wait(t.Context(), 30*time.Second, func(ctx context.Context) (bool, error) {
 		res, err = n.r.Restart(ctx, change)
 		return err == nil, nil
 	})

@@ -12,10 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keymount/keymount/controller/restart"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // secretFixture is a namespace with synced Secrets and their consumers.
@@ -97,12 +97,12 @@ func (f *secretFixture) get(t *testing.T, name string) *appsv1.Deployment {
 func (f *secretFixture) roundTrip(t *testing.T) {
 	t.Helper()
 	key := restart.SecretAnnotationKey("canary")
-	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), 90*time.Second, func(ctx context.Context) (bool, error) {
 		f.canary++
 		v := fmt.Sprintf("canary-%d", f.canary)
 		f.setSecret(t, "canary", v)
 		// A change before the cache synced is its baseline: try again.
-		_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_ = poll.Wait(ctx, 5*time.Second, func(context.Context) (bool, error) {
 			return f.get(t, "canary").Spec.Template.Annotations[key] == value(v), nil
 		})
 		return f.get(t, "canary").Spec.Template.Annotations[key] == value(v), nil
@@ -165,7 +165,7 @@ func testSecretRestartOncePerChange(t *testing.T, shared bool) {
 
 	f.setSecret(t, "db-creds", "v2")
 	for _, d := range []*appsv1.Deployment{annotated, volume} {
-		eventually(t, d.Name+" restarted for v2", func() bool { return f.get(t, d.Name).Spec.Template.Annotations[key] == value("v2") })
+		poll.UntilTrue(t, d.Name+" restarted for v2", func() bool { return f.get(t, d.Name).Spec.Template.Annotations[key] == value("v2") })
 	}
 	// Writes that change no data, and a Secret without the label.
 	s, err := a.admin.CoreV1().Secrets(f.ns).Get(t.Context(), "db-creds", metav1.GetOptions{})
@@ -193,10 +193,10 @@ func testSecretRestartOncePerChange(t *testing.T, shared bool) {
 
 	// Changes are dated to the second (as creationTimestamp): the next one
 	// must come in a later second than late's creation to count for it.
-	eventually(t, "a second after late's creation", func() bool { return time.Now().Truncate(time.Second).After(late.CreationTimestamp.Time) })
+	poll.UntilTrue(t, "a second after late's creation", func() bool { return time.Now().Truncate(time.Second).After(late.CreationTimestamp.Time) })
 	f.setSecret(t, "db-creds", "v3")
 	for _, d := range []*appsv1.Deployment{annotated, late} {
-		eventually(t, d.Name+" restarted for v3", func() bool { return f.get(t, d.Name).Spec.Template.Annotations[key] == value("v3") })
+		poll.UntilTrue(t, d.Name+" restarted for v3", func() bool { return f.get(t, d.Name).Spec.Template.Annotations[key] == value("v3") })
 	}
 	f.roundTrip(t)
 	if got := f.get(t, "annotated").Generation; got != annotated.Generation+2 {
@@ -205,7 +205,7 @@ func testSecretRestartOncePerChange(t *testing.T, shared bool) {
 	if got := f.get(t, "late").Generation; got != late.Generation+1 {
 		t.Errorf("late: generation %d after one change of its life, want %d", got, late.Generation+1)
 	}
-	eventually(t, "two restart events on the annotated Deployment", func() bool { return f.restarts(t, annotated) >= 2 })
+	poll.UntilTrue(t, "two restart events on the annotated Deployment", func() bool { return f.restarts(t, annotated) >= 2 })
 	if n := f.restarts(t, annotated); n != 2 {
 		t.Errorf("%d restart events on the annotated Deployment, want 2", n)
 	}

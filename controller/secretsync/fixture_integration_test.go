@@ -9,12 +9,10 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,10 +27,8 @@ import (
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
-
-// eventually is how long a test waits for the controller.
-const eventually = 60 * time.Second
 
 // audience is the token audience the controller is configured with.
 const audience = "keymount-controller-test"
@@ -145,14 +141,6 @@ func secretSync(ns, name string, pairs ...string) *ss1.SecretSync {
 	return ss
 }
 
-// waitFor polls cond until it holds, failing the test after eventually.
-func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, eventually, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
 // get reads the SecretSync key from the API server.
 func (f *fixture) get(t *testing.T, key types.NamespacedName) *ss1.SecretSync {
 	t.Helper()
@@ -168,7 +156,7 @@ func (f *fixture) get(t *testing.T, key types.NamespacedName) *ss1.SecretSync {
 func (f *fixture) waitReady(t *testing.T, key types.NamespacedName) *ss1.SecretSync {
 	t.Helper()
 	var out ss1.SecretSync
-	waitFor(t, "Ready=True of "+key.String(), func(ctx context.Context) (bool, error) {
+	poll.Until(t, "Ready=True of "+key.String(), func(ctx context.Context) (bool, error) {
 		if err := f.c.Get(ctx, key, &out); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}

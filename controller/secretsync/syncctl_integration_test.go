@@ -18,6 +18,7 @@ import (
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsync "github.com/keymount/keymount/controller/secretsync"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestSecretSyncLifecycle: against a real API server and the local
@@ -48,7 +49,7 @@ func TestSecretSyncLifecycle(t *testing.T) {
 		before := f.secret(t, key).ResourceVersion
 		calls := f.calls.Load()
 		annotate(t, f, key, rotation.RefreshAnnotation, "r1")
-		waitFor(t, "handledRefresh r1", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "handledRefresh r1", func(ctx context.Context) (bool, error) {
 			return f.get(t, key).Status.HandledRefresh == "r1", nil
 		})
 		if f.calls.Load() <= calls {
@@ -62,14 +63,14 @@ func TestSecretSyncLifecycle(t *testing.T) {
 	t.Run("refresh with a changed store updates the Secret", func(t *testing.T) {
 		f.put(t, "db-password", "pw-two-0815")
 		annotate(t, f, key, rotation.RefreshAnnotation, "r2")
-		waitFor(t, "the new password", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "the new password", func(ctx context.Context) (bool, error) {
 			return string(f.secret(t, key).Data["password"]) == "pw-two-0815", nil
 		})
 		got := f.waitReady(t, key)
 		if !conditionIs(got, ss1.ConditionSecretUpdated, metav1.ConditionTrue, ss1.ReasonSecretUpToDate) {
 			t.Errorf("conditions %+v, want SecretUpdated=True SecretUpToDate", got.Status.Conditions)
 		}
-		waitFor(t, "the update event", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "the update event", func(ctx context.Context) (bool, error) {
 			ev := findEvent(f.events(t, ns, "creds"), secretsync.ReasonSecretUpdated)
 			return ev != nil && strings.Contains(ev.Message, "changed keys password") && !strings.Contains(ev.Message, "user"), nil
 		})
@@ -86,7 +87,7 @@ func TestSecretSyncLifecycle(t *testing.T) {
 		if err := f.c.Patch(t.Context(), ss, patch); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the forced value", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "the forced value", func(ctx context.Context) (bool, error) {
 			return string(f.secret(t, key).Data["password"]) == "pw-three-1234", nil
 		})
 		got := f.waitReady(t, key)
@@ -102,7 +103,7 @@ func TestSecretSyncLifecycle(t *testing.T) {
 		if err := f.c.Patch(t.Context(), ss, patch); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the Secret without user", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "the Secret without user", func(ctx context.Context) (bool, error) {
 			_, ok := f.secret(t, key).Data["user"]
 			return !ok, nil
 		})
@@ -117,7 +118,7 @@ func TestSecretSyncLifecycle(t *testing.T) {
 		if err := f.c.Delete(t.Context(), old); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "a new Secret", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "a new Secret", func(ctx context.Context) (bool, error) {
 			var s corev1.Secret
 			err := f.c.Get(ctx, key, &s)
 			if apierrors.IsNotFound(err) {
@@ -133,7 +134,7 @@ func TestSecretSyncLifecycle(t *testing.T) {
 		if err := f.c.Update(t.Context(), s); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the store's value back", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "the store's value back", func(ctx context.Context) (bool, error) {
 			return string(f.secret(t, key).Data["password"]) == "pw-three-1234", nil
 		})
 	})
@@ -185,7 +186,7 @@ func checkCreatedStatus(t *testing.T, f *fixture, key types.NamespacedName, got 
 		t.Errorf("status.objects %v, want db-password and db-user", ids)
 	}
 	// Events are written asynchronously: wait for it.
-	waitFor(t, "a Normal CreateSuccessful event naming the keys", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "a Normal CreateSuccessful event naming the keys", func(ctx context.Context) (bool, error) {
 		ev := findEvent(f.events(t, ns, "creds"), ss1.ReasonCreateSuccessful)
 		return ev != nil && ev.Type == corev1.EventTypeNormal && strings.Contains(ev.Message, "password, user"), nil
 	})
@@ -212,7 +213,7 @@ func TestSecretSyncRefusesForeignSecret(t *testing.T) {
 	}
 	key := types.NamespacedName{Namespace: ns, Name: "taken"}
 	var got *ss1.SecretSync
-	waitFor(t, "SecretCreated=False SecretConflict", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "SecretCreated=False SecretConflict", func(ctx context.Context) (bool, error) {
 		got = f.get(t, key)
 		return conditionIs(got, ss1.ConditionSecretCreated, metav1.ConditionFalse, ss1.ReasonSecretConflict), nil
 	})
@@ -223,7 +224,7 @@ func TestSecretSyncRefusesForeignSecret(t *testing.T) {
 	if string(s.Data["password"]) != "theirs" || len(s.OwnerReferences) != 0 || len(s.Labels) != 0 {
 		t.Errorf("the foreign Secret was written: data keys %v, owners %v, labels %v", keys(s.Data), s.OwnerReferences, s.Labels)
 	}
-	waitFor(t, "a Warning SecretConflict event naming the Secret", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "a Warning SecretConflict event naming the Secret", func(ctx context.Context) (bool, error) {
 		ev := findEvent(f.events(t, ns, "taken"), ss1.ReasonSecretConflict)
 		return ev != nil && ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, `"taken"`), nil
 	})
@@ -250,7 +251,7 @@ func TestSecretSyncFailures(t *testing.T) {
 		"no-object": ss1.ReasonRemoteSecretStoreFetchFailed,
 	} {
 		key := types.NamespacedName{Namespace: ns, Name: name}
-		waitFor(t, name+" "+reason, func(ctx context.Context) (bool, error) {
+		poll.Until(t, name+" "+reason, func(ctx context.Context) (bool, error) {
 			got := f.get(t, key)
 			return conditionIs(got, ss1.ConditionSecretCreated, metav1.ConditionFalse, reason) &&
 				conditionIs(got, ss1.ConditionReady, metav1.ConditionFalse, reason), nil
@@ -259,7 +260,7 @@ func TestSecretSyncFailures(t *testing.T) {
 		if err := f.c.Get(t.Context(), key, &s); !apierrors.IsNotFound(err) {
 			t.Errorf("%s: a Secret exists (err %v)", name, err)
 		}
-		waitFor(t, name+": a Warning "+reason+" event", func(ctx context.Context) (bool, error) {
+		poll.Until(t, name+": a Warning "+reason+" event", func(ctx context.Context) (bool, error) {
 			ev := findEvent(f.events(t, ns, name), reason)
 			return ev != nil && ev.Type == corev1.EventTypeWarning, nil
 		})
@@ -284,13 +285,13 @@ func TestSecretSyncPeriodicRefresh(t *testing.T) {
 	// The first refresh after the create says so once: SecretUpdated
 	// leaves NoUpdatesAttemptedYet.
 	var ready *ss1.SecretSync
-	waitFor(t, "SecretUpdated=True", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "SecretUpdated=True", func(ctx context.Context) (bool, error) {
 		ready = f.get(t, key)
 		return conditionIs(ready, ss1.ConditionSecretUpdated, metav1.ConditionTrue, ss1.ReasonSecretUpToDate), nil
 	})
 	secretRV := f.secret(t, key).ResourceVersion
 	start := f.calls.Load()
-	waitFor(t, "three more provider calls", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "three more provider calls", func(ctx context.Context) (bool, error) {
 		return f.calls.Load() >= start+3, nil
 	})
 	if rv := f.get(t, key).ResourceVersion; rv != ready.ResourceVersion {
@@ -300,7 +301,7 @@ func TestSecretSyncPeriodicRefresh(t *testing.T) {
 		t.Errorf("the Secret was written (resourceVersion %s → %s) by refreshes that changed nothing", secretRV, rv)
 	}
 	f.put(t, "token", "t2")
-	waitFor(t, "the new token", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the new token", func(ctx context.Context) (bool, error) {
 		return string(f.secret(t, key).Data["token"]) == "t2", nil
 	})
 }

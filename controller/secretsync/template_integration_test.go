@@ -14,6 +14,7 @@ import (
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsync "github.com/keymount/keymount/controller/secretsync"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestSecretSyncTemplate: against a real API server and the local
@@ -49,13 +50,13 @@ func TestSecretSyncTemplate(t *testing.T) {
 	}
 
 	t.Run("unchanged rounds write nothing", func(t *testing.T) {
-		waitFor(t, "SecretUpdated=True", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "SecretUpdated=True", func(ctx context.Context) (bool, error) {
 			return conditionIs(f.get(t, key), ss1.ConditionSecretUpdated, metav1.ConditionTrue, ss1.ReasonSecretUpToDate), nil
 		})
 		ready := f.get(t, key)
 		secretRV := f.secret(t, key).ResourceVersion
 		start := f.calls.Load()
-		waitFor(t, "three more provider calls", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "three more provider calls", func(ctx context.Context) (bool, error) {
 			return f.calls.Load() >= start+3, nil
 		})
 		if rv := f.secret(t, key).ResourceVersion; rv != secretRV {
@@ -68,7 +69,7 @@ func TestSecretSyncTemplate(t *testing.T) {
 
 	t.Run("a changed template text is synced", func(t *testing.T) {
 		annotate(t, f, key, "keymount.io/template.dsn", `{{ index . "db-host" | upper }}`)
-		waitFor(t, "the new rendering", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "the new rendering", func(ctx context.Context) (bool, error) {
 			return string(f.secret(t, key).Data["dsn"]) == "DB.INTERNAL", nil
 		})
 	})
@@ -76,7 +77,7 @@ func TestSecretSyncTemplate(t *testing.T) {
 	t.Run("a render error keeps the Secret", func(t *testing.T) {
 		annotate(t, f, key, "keymount.io/template.dsn", "host={{ index . \"db-host\" }}\nport={{ .port }}")
 		var got *ss1.SecretSync
-		waitFor(t, "SecretUpdated=False TemplateError", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "SecretUpdated=False TemplateError", func(ctx context.Context) (bool, error) {
 			got = f.get(t, key)
 			return conditionIs(got, ss1.ConditionSecretUpdated, metav1.ConditionFalse, secretsync.ReasonTemplateError) &&
 				conditionIs(got, ss1.ConditionReady, metav1.ConditionFalse, secretsync.ReasonTemplateError), nil
@@ -90,7 +91,7 @@ func TestSecretSyncTemplate(t *testing.T) {
 				}
 			}
 		}
-		waitFor(t, "a Warning TemplateError event", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "a Warning TemplateError event", func(ctx context.Context) (bool, error) {
 			ev := findEvent(f.events(t, ns, "dsn"), secretsync.ReasonTemplateError)
 			return ev != nil && ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, "keymount.io/template.dsn"), nil
 		})

@@ -22,6 +22,7 @@ import (
 	"github.com/keymount/keymount/controller/syncrequest"
 	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/tests/ctrltest"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // e2eProvider answers as the sync controller's e2e provider: the class's
@@ -127,7 +128,7 @@ func TestUpstreamE2EManifests(t *testing.T) {
 	for name, what := range map[string]string{"sse2einvalidlabelsecret": "labels", "sse2einvalidannotationssecret": "annotations"} {
 		k := types.NamespacedName{Namespace: ns, Name: name}
 		var got *ss1.SecretSync
-		waitFor(t, name+" ControllerPatchError", func(ctx context.Context) (bool, error) {
+		poll.Until(t, name+" ControllerPatchError", func(ctx context.Context) (bool, error) {
 			got = f.get(t, k)
 			return conditionIs(got, ss1.ConditionSecretCreated, metav1.ConditionFalse, ss1.ReasonControllerPatchError), nil
 		})
@@ -136,7 +137,7 @@ func TestUpstreamE2EManifests(t *testing.T) {
 			t.Errorf("%s: message %q, want v0.0.5's format with the API server's refusal of metadata.%s", name, msg, what)
 		}
 	}
-	waitFor(t, "the class of another namespace refused", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the class of another namespace refused", func(ctx context.Context) (bool, error) {
 		got := f.get(t, types.NamespacedName{Namespace: other, Name: "sse2esecret"})
 		return conditionIs(got, ss1.ConditionSecretCreated, metav1.ConditionFalse, ss1.ReasonSecretProviderClassMisconfigured), nil
 	})

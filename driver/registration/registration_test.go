@@ -9,10 +9,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"k8s.io/apimachinery/pkg/util/wait"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // kubeletGetInfo does what kubelet's plugin watcher does with a new socket.
@@ -32,15 +32,6 @@ func kubeletGetInfo(t *testing.T, socket string) *registerapi.PluginInfo {
 		t.Fatalf("NotifyRegistrationStatus: %v", err)
 	}
 	return info
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 30*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 func socketAt(path string) bool {
@@ -65,7 +56,7 @@ func TestServeRegistersAndComesBack(t *testing.T) {
 	if filepath.Base(sock) != "secrets-store.csi.k8s.io-reg.sock" {
 		t.Fatalf("socket name %s is not kubelet's <driver>-reg.sock", sock)
 	}
-	waitFor(t, "the registration socket", func() bool { return socketAt(sock) })
+	poll.UntilTrue(t, "the registration socket", func() bool { return socketAt(sock) })
 
 	info := kubeletGetInfo(t, sock)
 	if info.GetType() != registerapi.CSIPlugin || info.GetName() != cfg.DriverName || info.GetEndpoint() != cfg.Endpoint ||
@@ -76,7 +67,7 @@ func TestServeRegistersAndComesBack(t *testing.T) {
 	if err := os.Remove(sock); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the socket to be created again", func() bool { return socketAt(sock) })
+	poll.UntilTrue(t, "the socket to be created again", func() bool { return socketAt(sock) })
 	if got := kubeletGetInfo(t, sock); got.GetName() != cfg.DriverName {
 		t.Fatalf("GetInfo after re-creation = %+v", got)
 	}

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // kubeletAnswers sends kubelet's answer to the plugin on socket.
@@ -60,7 +61,7 @@ func servedStatus(t *testing.T) (Config, *Status, *clocktesting.FakeClock) {
 // ticker exists, so Serve looks for its socket.
 func checkAfterTick(t *testing.T, clk *clocktesting.FakeClock, n int, interval time.Duration) {
 	t.Helper()
-	waitFor(t, "the socket check's ticker", func() bool { return clk.Waiters() >= n })
+	poll.UntilTrue(t, "the socket check's ticker", func() bool { return clk.Waiters() >= n })
 	clk.Step(interval)
 }
 
@@ -74,7 +75,7 @@ func TestRegistrationStatus(t *testing.T) {
 
 	cfg, status, clk := servedStatus(t)
 	sock := cfg.SocketPath()
-	waitFor(t, "the registration socket", func() bool { return socketAt(sock) && status.Check() == nil })
+	poll.UntilTrue(t, "the registration socket", func() bool { return socketAt(sock) && status.Check() == nil })
 	// kubelet has not answered yet: healthy, however long it takes.
 
 	kubeletAnswers(t, sock, false, "plugin version not supported")
@@ -103,7 +104,7 @@ func TestRegistrationStatus(t *testing.T) {
 		t.Fatalf("Check with the socket removed = %v, want ErrSocketMissing naming %s", err, sock)
 	}
 	checkAfterTick(t, clk, 1, cfg.CheckInterval)
-	waitFor(t, "the socket to be created again", func() bool { return socketAt(sock) && status.Check() == nil })
+	poll.UntilTrue(t, "the socket to be created again", func() bool { return socketAt(sock) && status.Check() == nil })
 
 	// A refusal outlives a re-created socket: only kubelet's next answer
 	// clears it.
@@ -112,7 +113,7 @@ func TestRegistrationStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAfterTick(t, clk, 2, cfg.CheckInterval)
-	waitFor(t, "the socket to be created again", func() bool { return socketAt(sock) && !errors.Is(status.Check(), ErrSocketMissing) })
+	poll.UntilTrue(t, "the socket to be created again", func() bool { return socketAt(sock) && !errors.Is(status.Check(), ErrSocketMissing) })
 	if err := status.Check(); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "refused again") {
 		t.Fatalf("Check on the re-created socket after a refusal = %v, want ErrRefused", err)
 	}
@@ -127,7 +128,7 @@ func TestRegistrationStatus(t *testing.T) {
 func TestRegistrationStatusReplacedSocket(t *testing.T) {
 	cfg, status, _ := servedStatus(t)
 	sock := cfg.SocketPath()
-	waitFor(t, "the registration socket", func() bool { return socketAt(sock) && status.Check() == nil })
+	poll.UntilTrue(t, "the registration socket", func() bool { return socketAt(sock) && status.Check() == nil })
 	if err := os.Remove(sock); err != nil {
 		t.Fatal(err)
 	}

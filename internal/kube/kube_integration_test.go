@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,13 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/internal/panics"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestAgainstAPIServer runs the client, the cache and the event sink
@@ -255,10 +254,10 @@ func testHandlerPanics(ctx context.Context, t *testing.T, c *kube.Cache, api *ku
 			t.Fatal(err)
 		}
 		if round == "1" {
-			poll(t, "the handler to panic", func() bool { return recoveredInformerPanics(t) == before+1 })
+			poll.UntilTrue(t, "the handler to panic", func() bool { return recoveredInformerPanics(t) == before+1 })
 			continue
 		}
-		poll(t, "the handler to see round "+round+" after its panic", func() bool { return seen.Load() == round })
+		poll.UntilTrue(t, "the handler to see round "+round+" after its panic", func() bool { return seen.Load() == round })
 	}
 	if got := recoveredInformerPanics(t); got != before+1 {
 		t.Errorf("%v informer panics recovered, want %v", got, before+1)
@@ -295,7 +294,7 @@ func testCacheFollows(ctx context.Context, t *testing.T, c *kube.Cache, api *kub
 		t.Fatal(err)
 	}
 	var cached secretsstorev1.SecretProviderClassPodStatus
-	poll(t, "the cache to see the new status", func() bool {
+	poll.UntilTrue(t, "the cache to see the new status", func() bool {
 		return c.Get(ctx, key(st), &cached) == nil
 	})
 	if cached.ManagedFields != nil {
@@ -311,7 +310,7 @@ func testCacheFollows(ctx context.Context, t *testing.T, c *kube.Cache, api *kub
 	if err := api.Delete(ctx, st, nil); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the cache to see the status deleted", func() bool {
+	poll.UntilTrue(t, "the cache to see the status deleted", func() bool {
 		return apierrors.IsNotFound(c.Get(ctx, key(st), &cached))
 	})
 }
@@ -352,14 +351,5 @@ func pod(ns, name, node string) *corev1.Pod {
 			NodeName:   node,
 			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}},
 		},
-	}
-}
-
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // rssMounts is how many mounts the provider serves before it is measured
@@ -127,33 +128,36 @@ current-context: fake
 // waitReady waits until the provider answers Version on its socket.
 func (p *runningProvider) waitReady(tb testing.TB, log string) {
 	tb.Helper()
-	deadline := time.Now().Add(time.Minute)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, err := os.Stat(p.socket); err == nil {
-			conn, err := dialProvider(p.socket)
-			if err == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err = v1alpha1.NewCSIDriverProviderClient(conn).Version(ctx, &v1alpha1.VersionRequest{Version: "v1alpha1"})
-				cancel()
-				_ = conn.Close()
-				if err == nil {
-					return
-				}
-			}
-		}
+	err := poll.Wait(tb.Context(), time.Minute, func(ctx context.Context) (bool, error) {
 		select {
 		case err := <-p.done:
 			p.done <- err
 			out, _ := os.ReadFile(log)
-			tb.Fatalf("provider exited before serving: %v\n%s", err, out)
-		case <-tick.C:
+			return false, fmt.Errorf("provider exited before serving: %w\n%s", err, out)
+		default:
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("provider socket %s not serving after a minute", p.socket)
-		}
+		return p.answersVersion(ctx), nil
+	})
+	if err != nil {
+		tb.Fatalf("provider socket %s not serving: %v", p.socket, err)
 	}
+}
+
+// answersVersion reports whether the provider answers Version on its
+// socket.
+func (p *runningProvider) answersVersion(ctx context.Context) bool {
+	if _, err := os.Stat(p.socket); err != nil {
+		return false
+	}
+	conn, err := dialProvider(p.socket)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = v1alpha1.NewCSIDriverProviderClient(conn).Version(ctx, &v1alpha1.VersionRequest{Version: "v1alpha1"})
+	return err == nil
 }
 
 // stop sends SIGTERM and waits for the process; SIGKILL after 10 seconds.

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/keymount/keymount/internal/satoken/satokentest"
 	"github.com/keymount/keymount/provider/aws"
 	"github.com/keymount/keymount/provider/aws/identity"
@@ -17,6 +15,7 @@ import (
 	"github.com/keymount/keymount/provider/aws/spec"
 	"github.com/keymount/keymount/provider/aws/store"
 	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // The legitimate pod of the trust tests: shop/web of service account app.
@@ -122,7 +121,7 @@ func TestBadTokenDoesNotJoinExchange(t *testing.T) {
 	wg.Go(func() {
 		_, legitErr = p.Mount(t.Context(), &server.MountRequest{Attributes: legit, Permission: 0o644})
 	})
-	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	if err := poll.Wait(t.Context(), time.Minute, func(context.Context) (bool, error) {
 		return rig.aws.stsInFlight.Load() == 1, nil
 	}); err != nil {
 		t.Fatalf("the legitimate exchange never reached STS: %v", err)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 func okMountRequest() *v1alpha1.MountRequest {
@@ -259,7 +260,7 @@ func TestClose(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close(): %v", err)
 	}
-	eventually(t, "the provider to see the connection closed", func() bool { return p.lis.open.Load() == 0 })
+	poll.UntilTrue(t, "the provider to see the connection closed", func() bool { return p.lis.open.Load() == 0 })
 
 	if _, err := c.Mount(t.Context(), "aws", okMountRequest()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Mount() after Close: %v; want ErrClosed", err)

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -164,17 +163,4 @@ func newClient(t *testing.T, cfg Config) *Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// eventually polls cond until it holds or a generous limit passes. It waits
-// for an asynchronous effect; it never asserts on timing.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/keymount/keymount/internal/klogtest"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 func TestRunReturnsRunsError(t *testing.T) {
@@ -79,7 +79,7 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, cfg, nopProvider{}, "extra", "x") }()
-	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), time.Minute, func(context.Context) (bool, error) {
 		_, err := os.Stat(socket)
 		return err == nil, nil
 	})

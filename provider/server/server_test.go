@@ -24,6 +24,7 @@ import (
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/keymountv1"
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // providerFunc adapts a function to Provider.
@@ -92,19 +93,19 @@ func serveConfig(t *testing.T, cfg Config, p Provider) *running {
 // waitForSocket waits until something listens on path.
 func waitForSocket(t *testing.T, path string, done <-chan error) {
 	t.Helper()
-	for range 500 {
+	poll.Until(t, "something to listen on "+path, func(context.Context) (bool, error) {
 		select {
 		case err := <-done:
-			t.Fatalf("Serve returned early: %v", err)
+			return false, fmt.Errorf("the server stopped serving early: %w", err)
 		default:
 		}
-		if c, err := net.Dial("unix", path); err == nil {
-			_ = c.Close()
-			return
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			return false, nil //nolint:nilerr // not listening yet: poll again
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("nothing listens on %s", path)
+		_ = c.Close()
+		return true, nil
+	})
 }
 
 func TestVersion(t *testing.T) {

@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/tests/harness"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestRepublishUnchanged: kubelet's periodic republish of a volume whose
@@ -85,15 +87,13 @@ func TestRepublishRemovesRetiredGeneration(t *testing.T) {
 	gen2 := generation(t, v.Target)
 
 	start := time.Now()
-	for {
+	err := poll.Wait(t.Context(), retiredGenerationDeadline, func(context.Context) (bool, error) {
 		publish(t, h, v, appClass)
-		if _, err := os.Lstat(filepath.Join(v.Target, gen1)); errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-		if time.Since(start) > retiredGenerationDeadline {
-			t.Fatalf("old generation %s still present %s after it was retired", gen1, retiredGenerationDeadline)
-		}
-		time.Sleep(250 * time.Millisecond)
+		_, err := os.Lstat(filepath.Join(v.Target, gen1))
+		return errors.Is(err, fs.ErrNotExist), nil
+	})
+	if err != nil {
+		t.Fatalf("old generation %s still present after it was retired: %v", gen1, err)
 	}
 	t.Logf("old generation removed by a republish %s after it was retired", time.Since(start).Round(time.Millisecond))
 

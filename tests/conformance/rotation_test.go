@@ -1,7 +1,6 @@
 package conformance_test
 
 import (
-	"context"
 	"encoding/json"
 	"maps"
 	"os"
@@ -10,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/harness"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // annotations stands in for the cluster's caches: the annotations of the
@@ -60,7 +59,7 @@ func (a *annotations) setPod(k, v string) {
 // fully; it fails after a deadline only a stuck test reaches.
 func waitForFiles(t *testing.T, target string, want map[string]file) {
 	t.Helper()
-	pollUntil(t, "the volume at "+target+" to show the wanted files", func() bool { return sameContents(target, want) })
+	poll.UntilTrue(t, "the volume at "+target+" to show the wanted files", func() bool { return sameContents(target, want) })
 	assertFiles(t, target, want)
 }
 
@@ -77,21 +76,10 @@ func sameContents(target string, want map[string]file) bool {
 // waitForRecord waits until v's record satisfies ok.
 func waitForRecord(t *testing.T, h *harness.Harness, v harness.Volume, ok func(*volume.Record) bool) {
 	t.Helper()
-	pollUntil(t, "the record of "+v.ID+" to reach the wanted state", func() bool {
+	poll.UntilTrue(t, "the record of "+v.ID+" to reach the wanted state", func() bool {
 		rec, err := h.Record(v.ID)
 		return err == nil && rec != nil && ok(rec)
 	})
-}
-
-// pollUntil waits until cond holds, failing after a deadline only a stuck
-// test reaches.
-func pollUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 // TestTriggerRefreshesNow: with rotation off (upstream's default: no

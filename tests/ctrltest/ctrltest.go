@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -18,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/keymount/keymount/provider/server"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // NewManager returns a manager of opts against cfg that opens no metrics
@@ -70,8 +69,8 @@ func ServeProvider(tb testing.TB, dir, name string, p server.Provider) {
 }
 
 // WaitSecret polls the Secret ns/name until check passes (a nil Secret:
-// it does not exist), and fails the test with check's last message after a
-// minute.
+// it does not exist), and fails the test with check's last message after
+// poll.Deadline.
 func WaitSecret(tb testing.TB, cs kubernetes.Interface, ns, name string, check func(*corev1.Secret) error) {
 	tb.Helper()
 	WaitFor(tb, "Secret "+ns+"/"+name, func(ctx context.Context) (*corev1.Secret, error) {
@@ -81,11 +80,12 @@ func WaitSecret(tb testing.TB, cs kubernetes.Interface, ns, name string, check f
 
 // WaitFor polls get until check passes on what it returns (nil when get
 // finds nothing), and fails the test, naming what, with check's last
-// message after a minute. An error of get other than not found fails too.
+// message after poll.Deadline. An error of get other than not found fails
+// too.
 func WaitFor[T any](tb testing.TB, what string, get func(ctx context.Context) (*T, error), check func(*T) error) {
 	tb.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(tb.Context(), 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(tb.Context(), poll.Deadline, func(ctx context.Context) (bool, error) {
 		o, err := get(ctx)
 		if apierrors.IsNotFound(err) {
 			o, err = nil, nil

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestPodDeletion follows a Secret two pods share through their deletion.
@@ -36,7 +37,7 @@ func TestPodDeletion(t *testing.T) {
 		synced: metav1.ConditionTrue})
 
 	n.deletePod(t, first, "secrets") // waits for the pod status to go with the unpublish
-	waitFor(t, gcTimeout, "the garbage collector to drop the deleted pod's owner reference from Secret shared",
+	poll.Until(t, "the garbage collector to drop the deleted pod's owner reference from Secret shared",
 		func(context.Context) (bool, error) {
 			sec := n.s.secret(t, ns, "shared")
 			if sec == nil {
@@ -51,7 +52,7 @@ func TestPodDeletion(t *testing.T) {
 	}
 
 	n.deletePod(t, second) // its node is gone: nothing unpublishes it
-	waitFor(t, gcTimeout, "the garbage collector to delete the pod status and the Secret of the deleted pod",
+	poll.Until(t, "the garbage collector to delete the pod status and the Secret of the deleted pod",
 		func(context.Context) (bool, error) {
 			return n.s.podStatus(t, second, "shared") == nil && n.s.secret(t, ns, "shared") == nil, nil
 		})

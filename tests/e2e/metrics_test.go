@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestMetricsScrape: the driver's /metrics, scraped while a pod's volume is
@@ -120,7 +121,7 @@ func (n *node) scrapeMetrics(t *testing.T) map[string]float64 {
 // sync, pod statuses) is written after the CSI call returns.
 func (n *node) waitForSeries(t *testing.T, series string, want float64) {
 	t.Helper()
-	waitFor(t, eventually, fmt.Sprintf("%s to read %v", series, want), func(context.Context) (bool, error) {
+	poll.Until(t, fmt.Sprintf("%s to read %v", series, want), func(context.Context) (bool, error) {
 		return n.scrapeMetrics(t)[series] == want, nil
 	})
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestSecretSharedAcrossNodes syncs one Secret from pods on two nodes. Each
@@ -48,7 +49,7 @@ func TestSecretSharedAcrossNodes(t *testing.T) {
 	n1.s.waitForSecret(t, ns, "fleet", syncedMeta("fleet", p1, p2), hasData(map[string][]byte{"token": v2}))
 
 	n1.deletePod(t, p1, "secrets")
-	waitFor(t, gcTimeout, "the garbage collector to drop the deleted pod from Secret fleet", func(context.Context) (bool, error) {
+	poll.Until(t, "the garbage collector to drop the deleted pod from Secret fleet", func(context.Context) (bool, error) {
 		sec := n1.s.secret(t, ns, "fleet")
 		return sec != nil && slices.Equal(ownerUIDs(sec.OwnerReferences), uids(p2)), nil
 	})
@@ -75,7 +76,7 @@ func TestPodRecreatedOnAnotherNode(t *testing.T) {
 	oldNode.checkPodStatus(t, before, wantStatus{volume: "secrets", class: spc, objects: map[string][]byte{"password": content}})
 
 	oldNode.deletePod(t, before) // the old node is slow: no unpublish yet
-	waitFor(t, gcTimeout, "the garbage collector to delete the removed pod's status", func(context.Context) (bool, error) {
+	poll.Until(t, "the garbage collector to delete the removed pod's status", func(context.Context) (bool, error) {
 		return oldNode.s.podStatus(t, before, "db") == nil, nil
 	})
 	after := newNode.createPod(t, ns, "db-0", secretsVolume{name: "secrets", class: "db"})

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // readyTimeout bounds a driver's start: it syncs its caches with the API
@@ -246,9 +247,7 @@ func (n *node) startDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), readyTimeout)
-	defer cancel()
-	if err := waitForSocket(ctx, n.socket, n.driver); err != nil {
+	if err := waitForSocket(t.Context(), n.socket, n.driver); err != nil {
 		t.Fatalf("the driver did not start: %v\n%s", err, tail(n.driverLog, logTailLines))
 	}
 	// Kubelet's connection: insecure, authority localhost.
@@ -259,15 +258,20 @@ func (n *node) startDriver(t *testing.T) {
 	}
 	n.csi = csi.NewNodeClient(n.conn)
 	id := csi.NewIdentityClient(n.conn)
-	for {
+	var last error
+	err = poll.Wait(t.Context(), readyTimeout, func(ctx context.Context) (bool, error) {
 		resp, err := id.Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
 		if err == nil && resp.GetReady().GetValue() {
-			return
+			return true, nil
 		}
-		if !n.driver.alive() || ctx.Err() != nil {
-			t.Fatalf("the driver is not ready: %v\n%s", err, tail(n.driverLog, logTailLines))
+		last = err
+		if !n.driver.alive() {
+			return false, errors.New("the driver exited")
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the driver is not ready: %v (last Probe: %v)\n%s", err, last, tail(n.driverLog, logTailLines))
 	}
 }
 
@@ -280,22 +284,18 @@ func (n *node) restartDriver(t *testing.T) {
 	n.startDriver(t)
 }
 
-// waitForSocket waits until path is a unix socket, the process exits or ctx
-// ends.
+// waitForSocket waits until path is a unix socket, and returns an error
+// when the process exits or readyTimeout passes first.
 func waitForSocket(ctx context.Context, path string, p *process) error {
-	for {
+	return poll.Wait(ctx, readyTimeout, func(context.Context) (bool, error) {
 		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return nil
+			return true, nil
 		}
 		if !p.alive() {
-			return fmt.Errorf("%s exited: %s", p.name, exitStatus(p.err))
+			return false, fmt.Errorf("%s exited: %s", p.name, exitStatus(p.err))
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no socket at %s: %w", path, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return false, nil
+	})
 }
 
 // forbid records a value that must never appear in the node's logs, nor

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -17,22 +16,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 const (
-	// eventually bounds waits for asynchronous work of the driver (events
-	// are sent in the background): a bound, not a target.
-	eventually = 30 * time.Second
-	// gcTimeout bounds waits for kube-controller-manager's garbage
-	// collector.
-	gcTimeout = 90 * time.Second
-	// pollInterval is how often a wait looks again.
-	pollInterval = 100 * time.Millisecond
 	// managedLabel marks Secrets keymount syncs.
 	managedLabel = "secrets-store.csi.k8s.io/managed"
 	// classAnnotation names the class that syncs a Secret.
@@ -228,21 +219,13 @@ func (n *node) statusIs(pod *corev1.Pod, want wantStatus) statusCheck {
 	}
 }
 
-// waitFor polls cond until it is true, an error or timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), pollInterval, timeout, true, cond); err != nil {
-		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
-	}
-}
-
 // waitForEvent waits for an event about pod with type and reason whose
 // message holds every string of contains, and returns it.
 func (s *suite) waitForEvent(t *testing.T, pod *corev1.Pod, typ, reason string, contains ...string) *corev1.Event {
 	t.Helper()
 	var found *corev1.Event
 	var seen []string
-	waitFor(t, eventually, "a "+typ+" event "+reason+" on pod "+pod.Name, func(ctx context.Context) (bool, error) {
+	poll.Until(t, "a "+typ+" event "+reason+" on pod "+pod.Name, func(ctx context.Context) (bool, error) {
 		evs := s.podEvents(t, pod)
 		seen = seen[:0]
 		for i := range evs {

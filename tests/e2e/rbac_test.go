@@ -5,10 +5,11 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestAggregatedRoles: the aggregated ClusterRoles deploy/ ships under
@@ -31,7 +32,7 @@ func TestAggregatedRoles(t *testing.T) {
 		"view":  {"secretproviderclasses": {"get", "list", "watch"}, "secretproviderclasspodstatuses": {"get", "list", "watch"}},
 	}
 	for role, resources := range want {
-		waitFor(t, 2*time.Minute, "ClusterRole "+role+" aggregating keymount's roles", func(ctx context.Context) (bool, error) {
+		poll.Until(t, "ClusterRole "+role+" aggregating keymount's roles", func(ctx context.Context) (bool, error) {
 			cr, err := s.kube.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{})
 			if err != nil {
 				return false, err

@@ -17,10 +17,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // The driver answers kubelet first and writes what it reports to the API
@@ -37,21 +37,6 @@ import (
 // kubelet: a bound, not a target.
 const reportTimeout = 60 * time.Second
 
-// poll calls check until it returns nil or timeout passes, and returns its
-// last error.
-func poll(t *testing.T, timeout time.Duration, check func() error) error {
-	t.Helper()
-	last := errors.New("never checked")
-	err := wait.PollUntilContextTimeout(t.Context(), pollInterval, timeout, true, func(context.Context) (bool, error) {
-		last = check()
-		return last == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%w (after %s: %w)", last, timeout, err)
-	}
-	return nil
-}
-
 // statusCheck judges a pod status; nil accepts it.
 type statusCheck func(*secretsstorev1.SecretProviderClassPodStatus) error
 
@@ -62,7 +47,7 @@ type statusCheck func(*secretsstorev1.SecretProviderClassPodStatus) error
 func (s *suite) waitForStatus(t *testing.T, pod *corev1.Pod, class string, checks ...statusCheck) *secretsstorev1.SecretProviderClassPodStatus {
 	t.Helper()
 	var st *secretsstorev1.SecretProviderClassPodStatus
-	err := poll(t, reportTimeout, func() error {
+	err := poll.Check(t.Context(), reportTimeout, func(context.Context) error {
 		if st = s.podStatus(t, pod, class); st == nil {
 			return errors.New("there is none")
 		}
@@ -86,7 +71,7 @@ func (s *suite) waitForStatus(t *testing.T, pod *corev1.Pod, class string, check
 // removed it.
 func (s *suite) waitForStatusGone(t *testing.T, pod *corev1.Pod, class, after string) {
 	t.Helper()
-	err := poll(t, reportTimeout, func() error {
+	err := poll.Check(t.Context(), reportTimeout, func(context.Context) error {
 		if st := s.podStatus(t, pod, class); st != nil {
 			return fmt.Errorf("resourceVersion %s", st.ResourceVersion)
 		}
@@ -119,7 +104,7 @@ type secretCheck func(*corev1.Secret) error
 func (s *suite) waitForSecret(t *testing.T, namespace, name string, checks ...secretCheck) *corev1.Secret {
 	t.Helper()
 	var sec *corev1.Secret
-	err := poll(t, reportTimeout, func() error {
+	err := poll.Check(t.Context(), reportTimeout, func(context.Context) error {
 		if sec = s.secret(t, namespace, name); sec == nil {
 			return errors.New("there is none")
 		}
@@ -159,7 +144,7 @@ func hasData(want map[string][]byte) secretCheck {
 func (s *suite) waitForRequest(t *testing.T, user, mark, what string, match func(auditv1.Event) bool) auditv1.Event {
 	t.Helper()
 	var found auditv1.Event
-	err := poll(t, reportTimeout, func() error {
+	err := poll.Check(t.Context(), reportTimeout, func(context.Context) error {
 		events := s.env.AuditEvents(t)
 		start := markIndex(events, mark)
 		if start < 0 {
@@ -223,7 +208,7 @@ func (n *node) waitForStatusLogged(t *testing.T, mark int64, pod *corev1.Pod, cl
 	re := regexp.MustCompile(`(` + strings.Join(quoted, "|") + `) podStatus=` +
 		regexp.QuoteMeta(strconv.Quote(pod.Namespace+"/"+statusName(pod, class))))
 	var got string
-	err := poll(t, reportTimeout, func() error {
+	err := poll.Check(t.Context(), reportTimeout, func(context.Context) error {
 		f, err := os.Open(n.driverLog)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestRepublish changes an object in the store and republishes, as kubelet
@@ -134,7 +135,7 @@ func TestClassChanged(t *testing.T) {
 	if err := n.s.ctrl.Update(t.Context(), spc); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, eventually, "a republish to pick up generation 2 of the class", func(context.Context) (bool, error) {
+	poll.Until(t, "a republish to pick up generation 2 of the class", func(context.Context) (bool, error) {
 		if err := n.publish(t, pod, "secrets"); err != nil {
 			return false, err
 		}
@@ -224,7 +225,7 @@ func TestClassDeletedWhileMounted(t *testing.T) {
 	if err := n.s.ctrl.Delete(t.Context(), spc); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, eventually, "the class to be gone", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the class to be gone", func(ctx context.Context) (bool, error) {
 		err := n.s.ctrl.Get(ctx, clientKey(spc), &secretsstorev1.SecretProviderClass{})
 		return err != nil, nil
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/ctrltest"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // controllerUser is keymount-controller's ServiceAccount, which
@@ -94,7 +95,7 @@ func TestRestartOnChangeAcrossNodes(t *testing.T) {
 
 	key := restart.AnnotationKey("restarting")
 	var after *appsv1.Deployment
-	waitFor(t, eventually, "the controller's restart of the Deployment", func(context.Context) (bool, error) {
+	poll.Until(t, "the controller's restart of the Deployment", func(context.Context) (bool, error) {
 		after = n1.s.deployment(t, ns, "web")
 		return after.Spec.Template.Annotations[key] != "", nil
 	})
@@ -107,7 +108,7 @@ func TestRestartOnChangeAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarting := 0
-	waitFor(t, eventually, "the restart event", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the restart event", func(ctx context.Context) (bool, error) {
 		evs, err := n1.s.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web,involvedObject.kind=Deployment"})
 		events = evs
 		return err == nil && len(evs.Items) > 0, err
@@ -193,7 +194,7 @@ func (s *suite) setController(t *testing.T, pod *corev1.Pod, apiVersion, kind, n
 	if _, err := s.kube.CoreV1().Pods(pod.Namespace).Patch(t.Context(), pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("set the controller of pod %s: %v", pod.Name, err)
 	}
-	waitFor(t, eventually, "the pod's owner in the API", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the pod's owner in the API", func(ctx context.Context) (bool, error) {
 		p, err := s.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		return err == nil && len(p.OwnerReferences) == 1 && len(p.Labels) >= len(labels), err
 	})

@@ -16,6 +16,7 @@ import (
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/rotation"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // providerCalls counts the Mount calls the node's local provider answered
@@ -33,7 +34,7 @@ func (n *node) providerCalls(t *testing.T) int {
 // string of want on one line.
 func (n *node) waitForDriverLog(t *testing.T, mark int64, want ...string) {
 	t.Helper()
-	waitFor(t, eventually, fmt.Sprintf("the driver to log %q", want), func(context.Context) (bool, error) {
+	poll.Until(t, fmt.Sprintf("the driver to log %q", want), func(context.Context) (bool, error) {
 		data, err := os.ReadFile(n.driverLog)
 		if err != nil {
 			return false, err
@@ -82,7 +83,7 @@ func (s *suite) annotatePod(t *testing.T, pod *corev1.Pod, k, v string) {
 func waitForContent(t *testing.T, target, file string, want []byte) time.Duration {
 	t.Helper()
 	start := time.Now()
-	waitFor(t, eventually, fmt.Sprintf("%s to hold the new content", file), func(context.Context) (bool, error) {
+	poll.Until(t, fmt.Sprintf("%s to hold the new content", file), func(context.Context) (bool, error) {
 		got, err := os.ReadFile(target + "/" + file)
 		return err == nil && string(got) == string(want), nil
 	})
@@ -169,7 +170,7 @@ func TestInvalidRotationAnnotation(t *testing.T) {
 	pod := n.createPod(t, ns, "app", secretsVolume{name: "secrets", class: "badpolicy"})
 	n.mustPublish(t, pod, "secrets")
 	n.s.annotateClass(t, spc, map[string]string{rotation.IntervalAnnotation: "soon"})
-	waitFor(t, eventually, "a warning event on the class naming the annotation", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "a warning event on the class naming the annotation", func(ctx context.Context) (bool, error) {
 		evs, err := n.s.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=badpolicy"})
 		if err != nil {
 			return false, err
@@ -228,7 +229,7 @@ func TestRefreshIntervalAndBackoff(t *testing.T) {
 	v2 := []byte("second-" + randomHex(8))
 	n.writeObject(t, "db/password", v2)
 	republishes := 0
-	waitFor(t, eventually, "the new value after the interval", func(context.Context) (bool, error) {
+	poll.Until(t, "the new value after the interval", func(context.Context) (bool, error) {
 		publish()
 		republishes++
 		got, err := os.ReadFile(target + "/password")
@@ -253,7 +254,7 @@ func TestRefreshIntervalAndBackoff(t *testing.T) {
 		}
 	})
 	mark := n.logMark(t)
-	waitFor(t, eventually, "a failed refresh", func(context.Context) (bool, error) {
+	poll.Until(t, "a failed refresh", func(context.Context) (bool, error) {
 		publish()
 		data, err := os.ReadFile(n.driverLog)
 		return err == nil && strings.Contains(string(data[mark:]), `"refresh failed, keeping the mounted files"`), nil
@@ -282,7 +283,7 @@ func TestRefreshIntervalAndBackoff(t *testing.T) {
 		t.Errorf("a republish within the backoff refreshed the file to %q", got)
 	}
 	calls = n.providerCalls(t)
-	waitFor(t, eventually, "recovery after the backoff", func(context.Context) (bool, error) {
+	poll.Until(t, "recovery after the backoff", func(context.Context) (bool, error) {
 		publish()
 		got, err := os.ReadFile(target + "/password")
 		return err == nil && string(got) == string(v3), nil

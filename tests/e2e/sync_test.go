@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestSyncSecrets mirrors one volume into an Opaque Secret and a
@@ -272,7 +273,7 @@ func TestSyncedSecretOwnedByReplicaSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.deletePod(t, pod, "secrets")
-	waitFor(t, gcTimeout, "the garbage collector to handle the pod's deletion", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the garbage collector to handle the pod's deletion", func(ctx context.Context) (bool, error) {
 		_, err := n.s.kube.CoreV1().ConfigMaps(ns).Get(ctx, probe.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
@@ -283,7 +284,7 @@ func TestSyncedSecretOwnedByReplicaSet(t *testing.T) {
 	if err := n.s.kube.AppsV1().ReplicaSets(ns).Delete(t.Context(), rs.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, gcTimeout, "the garbage collector to delete Secret web with its ReplicaSet", func(context.Context) (bool, error) {
+	poll.Until(t, "the garbage collector to delete Secret web with its ReplicaSet", func(context.Context) (bool, error) {
 		return n.s.secret(t, ns, "web") == nil, nil
 	})
 }

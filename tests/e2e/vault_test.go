@@ -25,6 +25,7 @@ import (
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/controller/syncrequest"
+	"github.com/keymount/keymount/tests/poll"
 	"github.com/keymount/keymount/tests/vaultenv"
 )
 
@@ -123,10 +124,10 @@ func TestVaultProvider(t *testing.T) {
 	}
 
 	n.mustUnpublish(t, pod, "secrets")
-	waitFor(t, eventually, "the unpublished volume's certificate to be revoked", func(context.Context) (bool, error) {
+	poll.Until(t, "the unpublished volume's certificate to be revoked", func(context.Context) (bool, error) {
 		return v.CertificateRevoked(t, serial), nil
 	})
-	waitFor(t, eventually, "the identity's login to be revoked with its last volume", func(context.Context) (bool, error) {
+	poll.Until(t, "the identity's login to be revoked with its last volume", func(context.Context) (bool, error) {
 		return v.Audit(t).Count("update", "auth/token/revoke-self") == 1, nil
 	})
 	n.waitForSeries(t, `keymount_provider_unpublish_calls_total{code="OK",provider="vault"}`, 1)
@@ -185,7 +186,7 @@ func TestVaultSecretSync(t *testing.T) {
 	}
 	waitForSecretValue := func(want, what string) {
 		t.Helper()
-		waitFor(t, eventually, what, func(ctx context.Context) (bool, error) {
+		poll.Until(t, what, func(ctx context.Context) (bool, error) {
 			sec, err := s.kube.CoreV1().Secrets(ns).Get(ctx, "db", metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return false, nil

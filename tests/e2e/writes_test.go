@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestAPIWritesPerPublish counts, in the API server's audit log, every
@@ -147,7 +149,7 @@ func writeName(e auditv1.Event) string {
 func (s *suite) writesBetween(t *testing.T, user, from, to string) []auditv1.Event {
 	t.Helper()
 	var writes []auditv1.Event
-	err := poll(t, reportTimeout, func() error {
+	err := poll.Check(t.Context(), reportTimeout, func(context.Context) error {
 		events := s.env.AuditEvents(t)
 		start, end := markIndex(events, from), markIndex(events, to)
 		if start < 0 || end < 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/keymount/keymount/driver/volume"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/providerclient"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // ProviderName is the spec.provider of classes served by the harness's
@@ -329,37 +330,43 @@ func (r *runningDriver) stop() error {
 // waitForSocket waits until a server has created its socket file, or its
 // Serve/Run has returned (failed).
 func waitForSocket(path string, done <-chan error) error {
-	deadline := time.Now().Add(startTimeout)
-	for time.Now().Before(deadline) {
+	err := poll.Wait(context.Background(), startTimeout, func(context.Context) (bool, error) {
 		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return nil
+			return true, nil
 		}
 		select {
 		case err := <-done:
-			return fmt.Errorf("server stopped before listening on %s: %w", path, err)
-		case <-time.After(2 * time.Millisecond):
+			return false, fmt.Errorf("server stopped before listening on %s: %w", path, err)
+		default:
 		}
+		return false, nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no socket at %s: %w", path, err)
 	}
-	return fmt.Errorf("no socket at %s after %s", path, startTimeout)
+	return err
 }
 
 // waitReady polls Probe until the driver says it is ready.
 func waitReady(id csi.IdentityClient, done <-chan error) error {
-	deadline := time.Now().Add(startTimeout)
 	var last error
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	err := poll.Wait(context.Background(), startTimeout, func(ctx context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		resp, err := id.Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
 		cancel()
 		if err == nil && resp.GetReady().GetValue() {
-			return nil
+			return true, nil
 		}
 		last = err
 		select {
 		case err := <-done:
-			return fmt.Errorf("driver stopped before it was ready: %w", err)
-		case <-time.After(2 * time.Millisecond):
+			return false, fmt.Errorf("driver stopped before it was ready: %w", err)
+		default:
 		}
+		return false, nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("driver not ready: %w (last probe error: %w)", err, last)
 	}
-	return fmt.Errorf("driver not ready after %s (last probe error: %w)", startTimeout, last)
+	return err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/keymount/keymount/internal/killpoint"
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/tests/harness"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // built is the driver binary, built once per test binary.
@@ -194,21 +195,21 @@ func (b *binNode) startDriver(t *testing.T) {
 // it exits first or is not ready within waitLimit.
 func (b *binNode) waitReady(t *testing.T, id csi.IdentityClient) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	err := poll.Wait(t.Context(), waitLimit, func(ctx context.Context) (bool, error) {
 		resp, err := id.Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
-		cancel()
 		if err == nil && resp.GetReady().GetValue() {
-			return
+			return true, nil
 		}
 		select {
 		case <-b.drv.exited:
 			t.Fatalf("driver exited before it was ready: %v\n%s", b.drv.err, b.drv.out)
 		default:
 		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("driver not ready: %v\n%s", err, b.drv.out)
 	}
-	t.Fatalf("driver not ready within %s\n%s", waitLimit, b.drv.out)
 }
 
 func (b *binNode) cleanup(t *testing.T) {

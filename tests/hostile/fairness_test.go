@@ -8,12 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/provider/v1alpha1"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // Provider calls the driver binary runs at once with its default bounds
@@ -73,7 +71,7 @@ func TestHungProviderStallsNoOtherBinary(t *testing.T) {
 			close(gate)
 		}
 	})
-	waitUntil(t, "the hung provider's share of calls in flight", func() bool { return inFlight.Load() == oneProviderShare })
+	poll.UntilTrue(t, "the hung provider's share of calls in flight", func() bool { return inFlight.Load() == oneProviderShare })
 
 	publish := func(i int, name string) {
 		req := b.publishRequest(fmt.Sprintf("b%07d-0000-4000-8000-000000000000", i), name)
@@ -105,15 +103,5 @@ func TestHungProviderStallsNoOtherBinary(t *testing.T) {
 		if err := <-hungErrs; err != nil {
 			t.Errorf("publish of the hung provider once it answers: %v", err)
 		}
-	}
-}
-
-// waitUntil polls cond until it holds, failing the test after waitLimit.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, waitLimit, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

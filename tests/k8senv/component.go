@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // component is a control-plane program k8senv runs itself, beside the etcd
@@ -90,34 +92,30 @@ func (e *Env) startComponent(t testing.TB, c component, assets, dir string, logs
 		}
 	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	if err := p.waitHealthy(ctx, port, filepath.Join(certDir, c.name+".crt")); err != nil {
+	if err := p.waitHealthy(port, filepath.Join(certDir, c.name+".crt")); err != nil {
 		t.Fatalf("k8senv: %s did not start: %v", c.name, err)
 	}
 }
 
 // waitHealthy polls https://127.0.0.1:port/healthz, trusting the certificate
 // the process generates in its cert dir, until it answers 200 ok, the
-// process exits or ctx ends.
-func (p *process) waitHealthy(ctx context.Context, port int, certFile string) error {
+// process exits or startTimeout passes.
+func (p *process) waitHealthy(port int, certFile string) error {
 	url := "https://" + net.JoinHostPort(loopback, strconv.Itoa(port)) + "/healthz"
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
 	last := errors.New("no answer yet")
-	for {
+	err := poll.Wait(context.Background(), startTimeout, func(ctx context.Context) (bool, error) {
 		select {
 		case <-p.exited:
-			return fmt.Errorf("it exited: %w", p.err)
-		case <-ctx.Done():
-			return fmt.Errorf("%w; last /healthz check: %w", ctx.Err(), last)
-		case <-tick.C:
+			return false, fmt.Errorf("it exited: %w", p.err)
+		default:
 		}
 		last = checkHealthz(ctx, url, certFile)
-		if last == nil {
-			return nil
-		}
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w; last /healthz check: %w", err, last)
 	}
+	return nil
 }
 
 func checkHealthz(ctx context.Context, url, certFile string) error {

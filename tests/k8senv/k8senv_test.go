@@ -15,12 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 const (
@@ -156,7 +156,7 @@ func testTokenRequest(t *testing.T, client kubernetes.Interface) string {
 func testAuditLog(t *testing.T, env *k8senv.Env, token string) {
 	var found *auditv1.Event
 	var events []auditv1.Event
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, eventually, true, func(context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), eventually, func(context.Context) (bool, error) {
 		events = env.AuditEvents(t)
 		found = findTokenRequest(events)
 		return found != nil, nil
@@ -216,7 +216,7 @@ func testGarbageCollector(t *testing.T, client kubernetes.Interface) {
 	if err := client.CoreV1().Pods(namespace).Delete(ctx, owner.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(ctx, eventually, func(ctx context.Context) (bool, error) {
 		_, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, orphan.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})

@@ -4,13 +4,13 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // schedulerTaint keeps every pod but the scheduler test's own off the node
@@ -47,7 +47,7 @@ func testScheduler(t *testing.T, client kubernetes.Interface) {
 	}
 
 	got, lastErr := pod, error(nil)
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
+	err = poll.Wait(ctx, eventually, func(ctx context.Context) (bool, error) {
 		// An error is retried until the deadline, then reported.
 		p, err := client.CoreV1().Pods(namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		lastErr = err

@@ -6,13 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/moby/sys/mountinfo"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keymount/keymount/tests/nodeenv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // waitCleanedUp waits until kubelet removed the deleted pod's directory,
@@ -21,7 +20,7 @@ import (
 func waitCleanedUp(t *testing.T, n *nodeenv.Node, pod *corev1.Pod, stateDir string) {
 	t.Helper()
 	podDir := filepath.Join(n.KubeletRoot, "pods", string(pod.UID))
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), nodeenv.PodTimeout, func(context.Context) (bool, error) {
 		_, err := os.Stat(podDir)
 		if errors.Is(err, os.ErrNotExist) {
 			return true, nil

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
@@ -22,6 +20,7 @@ import (
 	"github.com/keymount/keymount/controller/restart"
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/nodeenv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // controllerUID is the user keymount-controller's pod runs its containers
@@ -180,7 +179,7 @@ func waitOnePod(t *testing.T, n *nodeenv.Node, ns, name string) *appsv1.Deployme
 	t.Helper()
 	var d *appsv1.Deployment
 	var pods int
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), nodeenv.PodTimeout, func(context.Context) (bool, error) {
 		d = n.WaitDeployment(t, ns, name)
 		pods = len(deploymentPods(t, n, d))
 		return pods == 1, nil
@@ -232,7 +231,7 @@ func rolloutKeys(d *appsv1.Deployment) []string {
 func waitSyncReady(t *testing.T, c client.Client, ns, name, refresh string) {
 	t.Helper()
 	var last ss1.SecretSyncStatus
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), nodeenv.PodTimeout, func(ctx context.Context) (bool, error) {
 		s := &ss1.SecretSync{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
 			return false, err
@@ -308,7 +307,7 @@ func cleanupEnvFrom(t *testing.T, n *nodeenv.Node, c client.Client, dep *appsv1.
 			t.Errorf("delete %s: %v", o.GetName(), err)
 		}
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(ctx, nodeenv.PodTimeout, func(ctx context.Context) (bool, error) {
 		pods, err := n.Kube.CoreV1().Pods(dep.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -17,11 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/tests/nodeenv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // republishTimeout bounds a wait for kubelet's next republish of a volume
@@ -172,7 +172,7 @@ func waitFailedRepublish(t *testing.T, n *nodeenv.Node, pod *corev1.Pod, provide
 	t.Helper()
 	var nudged time.Time
 	nudges := 0
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, republishTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), republishTimeout, func(ctx context.Context) (bool, error) {
 		evs, err := n.Kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.uid=" + string(pod.UID) + ",reason=FailedMount",
 		})
@@ -203,7 +203,7 @@ func waitFailedRepublish(t *testing.T, n *nodeenv.Node, pod *corev1.Pod, provide
 // waitTargetHolds waits until the file on the node holds value.
 func waitTargetHolds(t *testing.T, file, value string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, republishTimeout, true, func(context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), republishTimeout, func(context.Context) (bool, error) {
 		got, err := os.ReadFile(file)
 		return err == nil && string(got) == value, nil
 	})

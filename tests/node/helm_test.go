@@ -21,12 +21,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/tests/nodeenv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestHelmChartOnTheNode installs keymount as a cluster would, on a node
@@ -227,7 +227,7 @@ func checkNodeClean(t *testing.T, n *nodeenv.Node) {
 	t.Helper()
 	// kubelet drops the driver from the node once its registration
 	// socket is gone.
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), nodeenv.PodTimeout, func(ctx context.Context) (bool, error) {
 		csiNode, err := n.Kube.StorageV1().CSINodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -9,16 +9,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/tests/nodeenv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestPodDeletionCleansUp: deleting a pod makes kubelet unpublish its
@@ -140,7 +139,7 @@ func volumeHandle(t *testing.T, target string) string {
 	path := filepath.Join(filepath.Dir(target), "vol_data.json")
 	var handle string
 	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, nodeenv.PodTimeout, true, func(context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), nodeenv.PodTimeout, func(context.Context) (bool, error) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return false, err // written once before the first publish: never missing after
@@ -168,7 +167,7 @@ func volumeHandle(t *testing.T, target string) string {
 func waitFor[T any](t *testing.T, what string, get func(context.Context) (*T, error)) *T {
 	t.Helper()
 	var got *T
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), nodeenv.PodTimeout, func(ctx context.Context) (bool, error) {
 		v, err := get(ctx)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return false, err
@@ -185,7 +184,7 @@ func waitFor[T any](t *testing.T, what string, get func(context.Context) (*T, er
 // waitGone polls get until it returns a NotFound error.
 func waitGone(t *testing.T, what string, get func(context.Context) error) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), nodeenv.PodTimeout, func(ctx context.Context) (bool, error) {
 		err := get(ctx)
 		if apierrors.IsNotFound(err) {
 			return true, nil

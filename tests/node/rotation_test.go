@@ -9,12 +9,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/nodeenv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // TestOnDemandClassAndTrigger: with a real kubelet republishing the volume,
@@ -97,7 +97,7 @@ func logSize(t *testing.T, n *nodeenv.Node) int64 {
 // string of want.
 func waitDriverLog(t *testing.T, n *nodeenv.Node, mark int64, want ...string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), nodeenv.PodTimeout, func(context.Context) (bool, error) {
 		data, err := os.ReadFile(n.LogPath("keymount-driver"))
 		if err != nil || int64(len(data)) < mark {
 			return false, err

@@ -8,17 +8,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/tests/nodeenv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // Volume attributes kubelet adds (podInfoOnMount, tokenRequests).
@@ -124,7 +123,7 @@ func checkProviderGetsBoundToken(t *testing.T, n *nodeenv.Node, ns string) {
 			t.Errorf("deleting pod bound: %v", err)
 			return
 		}
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
+		err := poll.Wait(ctx, nodeenv.PodTimeout, func(ctx context.Context) (bool, error) {
 			_, err := n.Kube.CoreV1().Pods(ns).Get(ctx, "bound", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})

@@ -16,10 +16,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/tests/nodeenv"
+	"github.com/keymount/keymount/tests/poll"
 	"github.com/keymount/keymount/tests/vaultenv"
 )
 
@@ -73,7 +73,7 @@ func testVaultRevokeAtDeletion(t *testing.T, n *nodeenv.Node, v *vaultenv.Vault)
 	if err := n.Kube.CoreV1().Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(context.Context) (bool, error) {
+	err = poll.Wait(t.Context(), nodeenv.PodTimeout, func(context.Context) (bool, error) {
 		return v.CertificateRevoked(t, serial), nil
 	})
 	if err != nil {
@@ -94,7 +94,7 @@ func testVaultRefresh(t *testing.T, n *nodeenv.Node, v *vaultenv.Vault) {
 	// A refresh: a provider call naming the pod's mount directory (the
 	// first publish names a staging directory).
 	refresh := "/pods/" + string(pod.UID) + "/volumes/kubernetes.io~csi/secrets/mount\""
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), nodeenv.PodTimeout, func(context.Context) (bool, error) {
 		log, err := os.ReadFile(n.LogPath("keymount-provider-vault"))
 		return strings.Contains(string(log), refresh), err
 	})
@@ -245,7 +245,7 @@ func vaultClass(t *testing.T, n *nodeenv.Node, ns, name string, extra map[string
 func runningPods(t *testing.T, n *nodeenv.Node, ns, selector string, want int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), nodeenv.PodTimeout, func(ctx context.Context) (bool, error) {
 		list, err := n.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err

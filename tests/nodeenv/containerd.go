@@ -8,12 +8,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keymount/keymount/internal/ociimage"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // containerdConfig is containerd 1.6's configuration (version 2) for the
@@ -118,7 +117,7 @@ func (n *Node) startContainerd(tb testing.TB) {
 	n.mu.Lock()
 	n.containerd = p
 	n.mu.Unlock()
-	err := wait.PollUntilContextTimeout(tb.Context(), 50*time.Millisecond, startTimeout, true, func(context.Context) (bool, error) {
+	err := poll.Wait(tb.Context(), startTimeout, func(context.Context) (bool, error) {
 		if !p.p.Alive() {
 			return false, fmt.Errorf("containerd exited: %w", p.p.Err())
 		}

@@ -22,10 +22,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/keymount/keymount/internal/ociimage"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // What a node started with Options.Helm runs: the chart in
@@ -195,7 +195,7 @@ func (n *Node) installChart(tb testing.TB, opts Options) {
 func (n *Node) WaitDeployment(tb testing.TB, namespace, name string) *appsv1.Deployment {
 	tb.Helper()
 	var last *appsv1.Deployment
-	err := wait.PollUntilContextTimeout(tb.Context(), 200*time.Millisecond, PodTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(tb.Context(), PodTimeout, func(ctx context.Context) (bool, error) {
 		d, err := n.Kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -252,7 +252,7 @@ func (n *Node) HelmUninstall(t testing.TB) {
 		t.Fatalf("nodeenv: helm uninstall: %v", err)
 	}
 	n.helm.uninstalled = true
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, PodTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), PodTimeout, func(ctx context.Context) (bool, error) {
 		pods, err := n.Kube.CoreV1().Pods(ReleaseNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
 		return err == nil && len(pods.Items) == 0, err
 	})
@@ -267,7 +267,7 @@ func (n *Node) HelmUninstall(t testing.TB) {
 func (n *Node) WaitRollout(t testing.TB) {
 	t.Helper()
 	var state string
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, PodTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), PodTimeout, func(ctx context.Context) (bool, error) {
 		list, err := n.Kube.AppsV1().DaemonSets(ReleaseNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -347,7 +347,7 @@ func (n *Node) importImages(tb testing.TB, version, bin string, programs ...ocii
 // waitDial waits until something serves on the unix socket path.
 func (n *Node) waitDial(tb testing.TB, path string) {
 	tb.Helper()
-	err := wait.PollUntilContextTimeout(tb.Context(), 50*time.Millisecond, startTimeout, true, func(context.Context) (bool, error) {
+	err := poll.Wait(tb.Context(), startTimeout, func(context.Context) (bool, error) {
 		return serves(path), nil
 	})
 	if err != nil {

@@ -9,9 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // The driver's logging level: the highest, so the tier proves no secret or
@@ -89,7 +88,7 @@ func (n *Node) RestartDriver(t testing.TB) {
 // waitSocket waits until p serves on the unix socket path.
 func (n *Node) waitSocket(tb testing.TB, p *proc, path string) {
 	tb.Helper()
-	err := wait.PollUntilContextTimeout(tb.Context(), 50*time.Millisecond, startTimeout, true, func(context.Context) (bool, error) {
+	err := poll.Wait(tb.Context(), startTimeout, func(context.Context) (bool, error) {
 		if !p.p.Alive() {
 			return false, fmt.Errorf("%s exited: %w", p.name, p.p.Err())
 		}

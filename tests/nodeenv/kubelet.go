@@ -12,7 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // kubeletConfigTemplate is kubelet's configuration file. What machines of
@@ -115,7 +116,7 @@ func (n *Node) RestartKubelet(t testing.TB) {
 func (n *Node) waitNodeReady(tb testing.TB) {
 	tb.Helper()
 	since := metav1.Now().Rfc3339Copy()
-	err := wait.PollUntilContextTimeout(tb.Context(), 100*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(tb.Context(), startTimeout, func(ctx context.Context) (bool, error) {
 		n.mu.Lock()
 		p := n.kubelet
 		n.mu.Unlock()

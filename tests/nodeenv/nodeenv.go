@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +27,7 @@ import (
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/tests/childproc"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 const (
@@ -276,7 +276,7 @@ func (n *Node) PrepareNamespace(t testing.TB, ns string) {
 // NodeGetInfo.
 func (n *Node) waitDriverRegistered(tb testing.TB) {
 	tb.Helper()
-	err := wait.PollUntilContextTimeout(tb.Context(), 100*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(tb.Context(), startTimeout, func(ctx context.Context) (bool, error) {
 		csiNode, err := n.Kube.StorageV1().CSINodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -311,7 +311,7 @@ func (n *Node) DriverRegistrations(t testing.TB) int {
 // registrations of the driver.
 func (n *Node) WaitDriverRegistrations(t testing.TB, want int) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, startTimeout, true, func(context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), startTimeout, func(context.Context) (bool, error) {
 		return n.DriverRegistrations(t) >= want, nil
 	})
 	if err != nil {

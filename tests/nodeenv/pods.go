@@ -13,7 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // PodTimeout bounds how long a test waits for a pod to reach a state: far
@@ -49,7 +50,7 @@ func (n *Node) ProbePod(ns, name string, args ...string) *corev1.Pod {
 func (n *Node) WaitPod(t testing.TB, ns, name string, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	var last *corev1.Pod
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, PodTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), PodTimeout, func(ctx context.Context) (bool, error) {
 		p, err := n.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -133,7 +134,7 @@ func (n *Node) ContainerLog(t testing.TB, pod *corev1.Pod, container string) []s
 func (n *Node) WaitLog(t testing.TB, pod *corev1.Pod, container, what string, match func(string) bool) string {
 	t.Helper()
 	var found string
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, PodTimeout, true, func(context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), PodTimeout, func(context.Context) (bool, error) {
 		for _, l := range n.ContainerLog(t, pod, container) {
 			if match(l) {
 				found = l

@@ -20,7 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // podsGoneTimeout bounds how long teardown waits for kubelet to stop and
@@ -157,7 +158,7 @@ func (n *Node) deletePods(ctx context.Context, which func(*corev1.Pod) bool) err
 		}
 	}
 	var left []corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, podsGoneTimeout, true, func(ctx context.Context) (bool, error) {
+	err = poll.Wait(ctx, podsGoneTimeout, func(ctx context.Context) (bool, error) {
 		var err error
 		left, err = selected(ctx)
 		return err == nil && len(left) == 0, err
@@ -185,7 +186,7 @@ func (n *Node) removeContainers(ctx context.Context) error {
 		// A container without a task fails the kill; the delete is what
 		// counts.
 		_, _ = n.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, stopGrace, true, func(ctx context.Context) (bool, error) {
+		if err := poll.Wait(ctx, stopGrace, func(ctx context.Context) (bool, error) {
 			_, err := n.ctr(ctx, "tasks", "delete", id)
 			if err == nil || strings.Contains(err.Error(), "not found") {
 				return true, nil

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // BinEnv names the Vault binary; `make vault-env` builds it and `make test`
@@ -137,7 +137,7 @@ func (v *Vault) newRootClient(t testing.TB, logPath string) *vaultapi.Client {
 	c.SetToken(v.RootToken)
 	c.ClearNamespace()
 	var last error
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
+	err = poll.Wait(t.Context(), startTimeout, func(ctx context.Context) (bool, error) {
 		h, err := c.Sys().HealthWithContext(ctx)
 		if err != nil {
 			last = err

@@ -17,12 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // The controller's user as the chart names it, and another service
@@ -137,7 +137,7 @@ func (g *guardRails) waitTypeChecked(t *testing.T) {
 	t.Helper()
 	policies := g.admin.AdmissionregistrationV1().ValidatingAdmissionPolicies()
 	var list *admissionregistrationv1.ValidatingAdmissionPolicyList
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), 60*time.Second, func(ctx context.Context) (bool, error) {
 		l, err := policies.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -442,7 +442,7 @@ func testNoSATokens(t *testing.T, g *guardRails, ns string) {
 	// Once the widened types are in force, the type rail admits the Secret
 	// and the no-sa-tokens rail alone denies it.
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
 		if err := sa.do(ctx, g.controller, ns); ctx.Err() == nil {
 			last = err
 		}
@@ -461,7 +461,7 @@ func (g *guardRails) waitInForce(t *testing.T, ns string) {
 	t.Helper()
 	var last error
 	dry := []string{metav1.DryRunAll}
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), 60*time.Second, func(ctx context.Context) (bool, error) {
 		last = g.controller.CoreV1().Secrets(ns).Delete(ctx, "db", metav1.DeleteOptions{DryRun: dry})
 		if last == nil || !strings.Contains(last.Error(), deniedDelete) {
 			return false, nil
@@ -516,7 +516,7 @@ func TestControllerAdmissionComponent(t *testing.T) {
 	}
 	aws := tokenRequest("a token for sts.amazonaws.com with the AWS audiences", ttl, "sts.amazonaws.com")
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
 		if err := aws.do(ctx, g.controller, ns); ctx.Err() == nil {
 			last = err
 		}

@@ -14,10 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // hashKeySecret is the Secret in which keymount-controller keeps its
@@ -109,7 +109,7 @@ func TestControllerOnAPIServer(t *testing.T) {
 	// loaded them: a dry run of an ownerless Secret shows it.
 	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "apps"}, Type: corev1.SecretTypeOpaque}
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
 		_, last = controller.CoreV1().Secrets("apps").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return last != nil && strings.Contains(last.Error(), deniedOwner), nil
 	})
