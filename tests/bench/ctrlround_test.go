@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 // roundResult is what one refresh round cost, scaled to exactly one
@@ -178,9 +178,9 @@ func (r *ctrlRun) listPage(b *testing.B, kind string, labelled bool, next string
 // keymount-provider-aws with every AWS endpoint at the proxy.
 func (r *ctrlRun) startAWS(b *testing.B, bin string) {
 	b.Helper()
-	endpoint := startMoto(b, r.dir)
+	endpoint := motoserver.StartLogging(b, filepath.Join(r.dir, "moto.log"))
 	sm := secretsmanager.New(secretsmanager.Options{Region: motoRegion, BaseEndpoint: aws.String(endpoint),
-		Credentials: credentials.NewStaticCredentialsProvider(motoAccessKeyID, motoSecretAccessKey, "")})
+		Credentials: motoserver.Credentials()})
 	for i := range r.sc.classes {
 		_, err := sm.CreateSecret(b.Context(), &secretsmanager.CreateSecretInput{
 			Name: aws.String("bench/" + objectName(i)), SecretString: aws.String(string(randomHexBytes(ctrlObjectSize))),

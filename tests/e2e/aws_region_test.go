@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 // regionLabel is the node label a class without a region takes its region
@@ -40,12 +40,12 @@ func TestAWSProviderNodeRegion(t *testing.T) {
 
 	ensureTokenAudience(t, s, awsSTSAudience)
 	kubeconfig := awsProviderKubeconfig(t, s)
-	endpoint := startMoto(t, logDir)
+	endpoint := motoserver.StartLogging(t, filepath.Join(logDir, "moto.log"))
 
 	password := "pw-" + randomHex(8)
 	secret := dbJSON(t, password)
 	sm := secretsmanager.New(secretsmanager.Options{Region: awsRegion, BaseEndpoint: aws.String(endpoint),
-		Credentials: credentials.NewStaticCredentialsProvider(motoAccessKeyID, motoSecretAccessKey, "")})
+		Credentials: motoserver.Credentials()})
 	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("app/db"), SecretString: aws.String(secret)}); err != nil {
 		t.Fatalf("moto: CreateSecret: %v", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
@@ -24,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/motoserver"
 )
 
 const (
@@ -54,11 +54,11 @@ func TestAWSProvider(t *testing.T) {
 	ensureTokenAudience(t, s, awsSTSAudience)
 	kubeconfig := awsProviderKubeconfig(t, s)
 
-	endpoint := startMoto(t, logDir)
+	endpoint := motoserver.StartLogging(t, filepath.Join(logDir, "moto.log"))
 	sm := secretsmanager.New(secretsmanager.Options{Region: awsRegion, BaseEndpoint: aws.String(endpoint),
-		Credentials: credentials.NewStaticCredentialsProvider(motoAccessKeyID, motoSecretAccessKey, "")})
+		Credentials: motoserver.Credentials()})
 	ps := ssm.New(ssm.Options{Region: awsRegion, BaseEndpoint: aws.String(endpoint),
-		Credentials: credentials.NewStaticCredentialsProvider(motoAccessKeyID, motoSecretAccessKey, "")})
+		Credentials: motoserver.Credentials()})
 
 	password1 := "pw1-" + randomHex(8)
 	secret1 := dbJSON(t, password1)
@@ -283,9 +283,7 @@ func startAWSProvider(t *testing.T, n *node, logPath, kubeconfig, endpoint, regi
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), readyTimeout)
-	defer cancel()
-	if err := waitForSocket(ctx, filepath.Join(n.providerDir, "aws.sock"), p); err != nil {
+	if err := waitForSocket(t.Context(), filepath.Join(n.providerDir, "aws.sock"), p); err != nil {
 		p.kill()
 		t.Fatalf("keymount-provider-aws did not start: %v\n%s", err, tail(logPath, logTailLines))
 	}

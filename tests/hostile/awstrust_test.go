@@ -29,12 +29,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/keymount/keymount/internal/satoken/satokentest"
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/tests/k8senv"
+	"github.com/keymount/keymount/tests/motoserver"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 const (
@@ -242,33 +243,8 @@ type countingMoto struct {
 // and returns the counting proxy in front of it.
 func startCountingMoto(t *testing.T) *countingMoto {
 	t.Helper()
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
-		t.Fatalf("moto_server is not on PATH (install the test toolchain): %v", err)
-	}
-	port := freeTCPPort(t)
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", port)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
-	motoURL := "http://127.0.0.1:" + port
+	motoURL := motoserver.Start(t)
 	httpc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, motoURL+"/moto-api/", http.NoBody)
-		resp, err := httpc.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-		}
-		return err == nil, nil // not answering yet: poll again
-	}); err != nil {
-		t.Fatalf("moto_server did not answer: %v", err)
-	}
 	seedMoto(t, httpc, motoURL)
 	target, _ := url.Parse(motoURL)
 	c := &countingMoto{}
@@ -302,14 +278,6 @@ func seedMoto(t *testing.T, httpc *http.Client, motoURL string) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("moto CreateSecret: HTTP %d", resp.StatusCode)
 	}
-}
-
-func freeTCPPort(t *testing.T) string {
-	t.Helper()
-	srv := httptest.NewServer(http.NotFoundHandler())
-	u, _ := url.Parse(srv.URL)
-	srv.Close()
-	return u.Port()
 }
 
 // startAWSProvider builds and starts keymount-provider-aws serving a
@@ -351,7 +319,7 @@ func startAWSProvider(t *testing.T, kubeconfig, awsURL string) string {
 		}
 	})
 	sock := filepath.Join(dir, "aws.sock")
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, waitLimit, true, func(context.Context) (bool, error) {
+	if err := poll.Wait(t.Context(), waitLimit, func(context.Context) (bool, error) {
 		select {
 		case <-exited:
 			return false, errors.New("keymount-provider-aws exited")

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/keymount/keymount/tests/poll"
 )
 
 // Fake static credentials moto accepts. They are not secrets.
@@ -23,8 +27,9 @@ const (
 	SecretAccessKey = "testing"
 )
 
-// startTimeout bounds how long moto_server may take to answer.
-const startTimeout = 30 * time.Second
+// startTimeout bounds how long moto_server may take to say its port, and
+// then to answer: a bound only a stuck start reaches.
+const startTimeout = 3 * time.Minute
 
 // Credentials returns a provider of the fake static credentials.
 func Credentials() aws.CredentialsProvider {
@@ -36,6 +41,23 @@ func Credentials() aws.CredentialsProvider {
 // in t.Cleanup. A server that cannot start fails the test: it never skips.
 func Start(t testing.TB) (endpoint string) {
 	t.Helper()
+	return start(t, nil)
+}
+
+// StartLogging is Start that also appends moto_server's output to the file
+// at path, for suites that keep their processes' logs or scan them.
+func StartLogging(t testing.TB, path string) (endpoint string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatalf("moto_server's log: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Close() }) // runs after the server's own cleanup has stopped it
+	return start(t, f)
+}
+
+func start(t testing.TB, log io.Writer) (endpoint string) {
+	t.Helper()
 	path, err := exec.LookPath("moto_server")
 	if err != nil {
 		t.Fatalf("moto_server is not on PATH (install the test toolchain): %v", err)
@@ -44,7 +66,7 @@ func Start(t testing.TB) (endpoint string) {
 	// ("Running on http://127.0.0.1:<port>"). A port picked here and
 	// passed in could be taken meanwhile by another test's server, whose
 	// answers would then look like moto's.
-	out := syncBuffer{port: make(chan int, 1)}
+	out := syncBuffer{port: make(chan int, 1), log: log}
 	cmd := exec.Command(path, "-H", "127.0.0.1", "-p", "0")
 	cmd.Stdout = &out
 	cmd.Stderr = &out
@@ -73,43 +95,37 @@ func Start(t testing.TB) (endpoint string) {
 		t.Fatalf("moto_server did not say its port within %v\noutput:\n%s", startTimeout, out.String())
 	}
 	endpoint = "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := waitReady(endpoint, exited, func() error { return waitErr }); err != nil {
-		t.Fatalf("moto_server did not start: %v\noutput:\n%s", err, out.String())
+	client := &http.Client{Timeout: time.Second}
+	err = poll.Wait(t.Context(), startTimeout, func(ctx context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, fmt.Errorf("exited early: %w", waitErr)
+		default:
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/moto-api/", http.NoBody)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, nil //nolint:nilerr // not answering yet: poll again
+		}
+		_ = resp.Body.Close()
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("moto_server did not start at %s: %v\noutput:\n%s", endpoint, err, out.String())
 	}
 	return endpoint
 }
 
-// waitReady polls the endpoint until it answers over HTTP.
-func waitReady(endpoint string, exited <-chan struct{}, exitErr func() error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	client := &http.Client{Timeout: time.Second}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/moto-api/", http.NoBody)
-		if err != nil {
-			return err
-		}
-		if resp, err := client.Do(req); err == nil {
-			_ = resp.Body.Close()
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("exited early: %w", exitErr())
-		case <-ctx.Done():
-			return fmt.Errorf("no answer at %s within %v", endpoint, startTimeout)
-		case <-tick.C:
-		}
-	}
-}
-
-// syncBuffer collects the server's output for a failure message, and
-// sends on port the port of the first "Running on" line it holds.
+// syncBuffer collects the server's output for a failure message, copies
+// it to log (when set), and sends on port the port of the first "Running
+// on" line it holds.
 type syncBuffer struct {
 	mu    sync.Mutex
 	buf   bytes.Buffer
+	log   io.Writer
 	port  chan int
 	found bool
 }
@@ -121,6 +137,9 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n, err := b.buf.Write(p)
+	if b.log != nil {
+		_, _ = b.log.Write(p) // a log that fails to write loses lines, not the server
+	}
 	if !b.found {
 		if m := listening.FindSubmatch(b.buf.Bytes()); m != nil {
 			if port, perr := strconv.Atoi(string(m[1])); perr == nil && port > 0 {

@@ -3,6 +3,9 @@ package motoserver_test
 import (
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/keymount/keymount/tests/motoserver"
@@ -28,5 +31,17 @@ func TestStartAnswersOnLoopback(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /moto-api/ = %d, want 200", resp.StatusCode)
+	}
+}
+
+func TestStartLoggingWritesTheServersOutput(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "moto.log")
+	endpoint := motoserver.StartLogging(t, log)
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "Running on "+endpoint) {
+		t.Errorf("log %s does not hold the line naming %s:\n%s", log, endpoint, data)
 	}
 }

@@ -1,25 +1,17 @@
 package node_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/tests/motoserver"
 	"github.com/keymount/keymount/tests/nodeenv"
 )
 
@@ -28,17 +20,14 @@ const (
 	awsRoleARN = "arn:aws:iam::123456789012:role/app"
 	// awsProviderUser is the AWS provider's identity at the API server.
 	awsProviderUser = "keymount-node-provider-aws"
-	// moto accepts any static credentials; these are not secrets.
-	motoAccessKeyID     = "testing"
-	motoSecretAccessKey = "testing"
 )
 
-// awsEnv keeps the AWS provider and moto_server away from any real AWS
-// endpoint and any credential of the machine.
+// awsEnv keeps the AWS provider away from any real AWS endpoint and any
+// credential of the machine.
 func awsEnv() []string {
 	return []string{
-		"AWS_ACCESS_KEY_ID=" + motoAccessKeyID,
-		"AWS_SECRET_ACCESS_KEY=" + motoSecretAccessKey,
+		"AWS_ACCESS_KEY_ID=" + motoserver.AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY=" + motoserver.SecretAccessKey,
 		"AWS_REGION=" + awsRegion,
 		"AWS_CONFIG_FILE=/dev/null",
 		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
@@ -58,9 +47,9 @@ func TestAWSProviderInRealPod(t *testing.T) {
 	ns := namespace(t, n)
 	ctx := t.Context()
 
-	endpoint := startMoto(t, n)
+	endpoint := motoserver.StartLogging(t, n.LogPath("moto_server"))
 	sm := secretsmanager.New(secretsmanager.Options{Region: awsRegion, BaseEndpoint: aws.String(endpoint),
-		Credentials: credentials.NewStaticCredentialsProvider(motoAccessKeyID, motoSecretAccessKey, "")})
+		Credentials: motoserver.Credentials()})
 	value := "aws-" + randomHex(8)
 	forbidden.add(value, "the secret stored in moto")
 	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(ns + "/db"), SecretString: aws.String(value)}); err != nil {
@@ -121,46 +110,4 @@ func TestAWSProviderInRealPod(t *testing.T) {
 	pod := createPod(t, n, ns, "app", "aws-db", "show", "-follow", mountPath+"/db")
 	n.WaitPod(t, ns, "app", "Running", nodeenv.Running)
 	n.WaitLog(t, pod, "probe", "the secret from moto", hasContent("db", value))
-}
-
-// startMoto runs moto_server on a free port of 127.0.0.1 and returns its
-// endpoint once it answers. A moto_server that cannot start fails the test.
-func startMoto(t *testing.T, n *nodeenv.Node) string {
-	t.Helper()
-	path, err := exec.LookPath("moto_server")
-	if err != nil {
-		t.Fatalf("moto_server is not on PATH (it is preinstalled on the project's machines): %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, ok := l.Addr().(*net.TCPAddr)
-	_ = l.Close()
-	if !ok {
-		t.Fatalf("%v is not a TCP address", l.Addr())
-	}
-	port := addr.Port
-	moto := n.Run(t, "moto_server", path, awsEnv(), "-H", "127.0.0.1", "-p", strconv.Itoa(port))
-	t.Cleanup(func() { moto.Stop(t) })
-	endpoint := "http://127.0.0.1:" + strconv.Itoa(port)
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, nodeenv.PodTimeout, true, func(ctx context.Context) (bool, error) {
-		if !moto.Alive() {
-			return false, errors.New("moto_server exited")
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/moto-api/", http.NoBody)
-		if err != nil {
-			return false, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, nil //nolint:nilerr // not answering yet: poll again
-		}
-		_ = resp.Body.Close()
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("moto_server did not answer at %s: %v\n%s", endpoint, err, n.LogTail("moto_server"))
-	}
-	return endpoint
 }

@@ -24,11 +24,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/keymount/keymount/cmd/keymount/internal/convert"
-	"github.com/keymount/keymount/provider/aws/awstest"
+	"github.com/keymount/keymount/tests/motoserver"
+	"github.com/keymount/keymount/tests/poll"
 )
 
 const (
@@ -181,7 +181,7 @@ func esoValue(t *testing.T, value, property string) []byte {
 // (plain values, JSON properties, templates), with the same name, type,
 // labels and annotations.
 func TestConvertedSecretsMatchExternalSecrets(t *testing.T) {
-	endpoint := awstest.StartMoto(t)
+	endpoint := motoserver.Start(t)
 	values := seedStore(t, endpoint)
 	cl := startCluster(t, endpoint, region)
 	cl.namespace(t, ns)
@@ -276,8 +276,8 @@ func merge(ms ...map[string][]byte) map[string][]byte {
 func seedStore(t *testing.T, endpoint string) map[string]string {
 	t.Helper()
 	ctx := t.Context()
-	sm := secretsmanager.New(secretsmanager.Options{Region: region, BaseEndpoint: awssdk.String(endpoint), Credentials: awstest.MotoCredentials()})
-	ps := ssm.New(ssm.Options{Region: region, BaseEndpoint: awssdk.String(endpoint), Credentials: awstest.MotoCredentials()})
+	sm := secretsmanager.New(secretsmanager.Options{Region: region, BaseEndpoint: awssdk.String(endpoint), Credentials: motoserver.Credentials()})
+	ps := ssm.New(ssm.Options{Region: region, BaseEndpoint: awssdk.String(endpoint), Credentials: motoserver.Credentials()})
 	db, err := json.Marshal(map[string]any{
 		"username": "admin", "password": "pw-" + randomHex(t), "port": 5432,
 		"database": map[string]any{"host": "db-" + randomHex(t) + ".internal"}, "cloud-region": "eu-west-1",
@@ -366,7 +366,7 @@ func (w wantSecret) check(t *testing.T, s *corev1.Secret) {
 func waitSecret(t *testing.T, cl *cluster, name string) *corev1.Secret {
 	t.Helper()
 	var s *corev1.Secret
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), eventually, func(ctx context.Context) (bool, error) {
 		got, err := cl.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
