@@ -136,6 +136,20 @@ func (b Backoff) After(failures int) time.Duration {
 	return min(d, b.Max)
 }
 
+// Left returns how long the backoff after failures failures in a row, the
+// last at lastFailure, still runs at now: 0 without a failure, once it has
+// passed, or when the clock went back.
+func (b Backoff) Left(failures int, lastFailure, now time.Time) time.Duration {
+	if failures <= 0 {
+		return 0
+	}
+	d := b.After(failures)
+	if waited(lastFailure, now, d) {
+		return 0
+	}
+	return d - now.Sub(lastFailure)
+}
+
 // Triggers are the values of RefreshAnnotation on a volume's class and pod
 // ("" when not set).
 type Triggers struct {
@@ -196,7 +210,7 @@ func (p Policy) Decide(s State, t Triggers, now time.Time, b Backoff) string {
 // BackingOff reports whether the volume's refresh failed and its backoff
 // has not passed at now.
 func (s State) BackingOff(now time.Time, b Backoff) bool {
-	return s.Failures > 0 && !waited(s.LastFailure, now, b.After(s.Failures))
+	return b.Left(s.Failures, s.LastFailure, now) > 0
 }
 
 // CanCutBackoff reports whether a new trigger value may cut the current

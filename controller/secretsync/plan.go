@@ -43,17 +43,18 @@ func (r *Reconciler) policyFor(ss *secretsyncv1alpha1.SecretSync, class *secrets
 // decide returns what to do with ss now. upToDate says the Secret matches
 // status.syncHash for the current class and spec.
 func (r *Reconciler) decide(ss *secretsyncv1alpha1.SecretSync, p rotation.Policy, st refreshState, upToDate bool, now time.Time) plan {
-	backingOff := st.BackingOff(now, r.cfg.Backoff)
+	left := r.cfg.Backoff.Left(st.failures, st.lastFailure, now) // of the last failure's backoff
+	backingOff := left > 0
 	switch {
 	case ss.Status.ObservedGeneration != ss.Generation || ss.Status.SyncHash == "":
 		// A spec the last failure did not see is tried at once.
 		if backingOff && st.failedGeneration == ss.Generation {
-			return plan{after: st.backoffLeft(now, r.cfg.Backoff)}
+			return plan{after: left}
 		}
 		return plan{why: whyGeneration}
 	case !upToDate:
 		if backingOff {
-			return plan{after: st.backoffLeft(now, r.cfg.Backoff)}
+			return plan{after: left}
 		}
 		return plan{why: whyDrift}
 	}
@@ -72,26 +73,12 @@ func (r *Reconciler) decide(ss *secretsyncv1alpha1.SecretSync, p rotation.Policy
 	case rotation.DecisionDue:
 		return plan{why: whyDue}
 	case rotation.DecisionBackoff:
-		return plan{after: st.backoffLeft(now, r.cfg.Backoff)}
+		return plan{after: left}
 	case rotation.DecisionNotDue:
 		return plan{after: st.lastRefresh.Add(p.Wait(string(ss.UID))).Sub(now)}
 	default: // skipped by policy: only a change of the SecretSync wakes it
 		return plan{}
 	}
-}
-
-// BackingOff reports whether the last failure's backoff has not passed.
-func (st refreshState) BackingOff(now time.Time, b rotation.Backoff) bool {
-	return st.failures > 0 && st.backoffLeft(now, b) > 0
-}
-
-// backoffLeft is how long the backoff of the last failure still runs.
-func (st refreshState) backoffLeft(now time.Time, b rotation.Backoff) time.Duration {
-	left := st.lastFailure.Add(b.After(st.failures)).Sub(now)
-	if left < 0 || now.Before(st.lastFailure) {
-		return 0
-	}
-	return left
 }
 
 // afterSuccess is when a Periodic SecretSync is next due; 0 for none.

@@ -168,7 +168,7 @@ func conflictMessage(s *corev1.Secret) string {
 // failed records a failed sync: status, event, metric, backoff.
 func (r *Reconciler) failed(ctx context.Context, ss *ss1.SecretSync, st refreshState, f *failure, triggered bool, handled string, now time.Time) (ctrl.Result, error) {
 	r.Metrics.Sync(f.result)
-	if triggered && st.BackingOff(now, r.cfg.Backoff) {
+	if triggered && r.cfg.Backoff.Left(st.failures, st.lastFailure, now) > 0 {
 		st.cutBackoff = st.failures + 1
 	}
 	st.failures++
