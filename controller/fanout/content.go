@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"bytes"
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,10 +38,10 @@ func sameContent(a, b client.Object) bool {
 	switch x := a.(type) {
 	case *corev1.Secret:
 		y, ok := b.(*corev1.Secret)
-		return ok && secretType(x.Type) == secretType(y.Type) && equalBytes(x.Data, y.Data)
+		return ok && secretType(x.Type) == secretType(y.Type) && maps.EqualFunc(x.Data, y.Data, bytes.Equal)
 	case *corev1.ConfigMap:
 		y, ok := b.(*corev1.ConfigMap)
-		return ok && equalStrings(x.Data, y.Data) && equalBytes(x.BinaryData, y.BinaryData)
+		return ok && maps.Equal(x.Data, y.Data) && maps.EqualFunc(x.BinaryData, y.BinaryData, bytes.Equal)
 	}
 	return false
 }
@@ -51,31 +52,6 @@ func secretType(t corev1.SecretType) corev1.SecretType {
 		return corev1.SecretTypeOpaque
 	}
 	return t
-}
-
-func equalBytes(a, b map[string][]byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		w, ok := b[k]
-		if !ok || !bytes.Equal(v, w) {
-			return false
-		}
-	}
-	return true
-}
-
-func equalStrings(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || v != w {
-			return false
-		}
-	}
-	return true
 }
 
 // missing returns the keys of have that want lacks.
