@@ -190,33 +190,39 @@ func (c *cache) put(identity string, it item, v value) {
 // batchDenied reports whether identity was recently denied
 // BatchGetSecretValue in region.
 func (s *Store) batchDenied(identity, region string) bool {
-	got, ok := s.noBatch.Get(cacheKey{identity: identity, item: item{region: region}})
-	if !ok {
-		return false
-	}
-	at, ok := got.(time.Time)
-	return ok && s.cfg.Clock.Since(at) < noBatchFor
+	return s.markedWithin(s.noBatch, identity, region, noBatchFor)
 }
 
 // denyBatch remembers that identity may not call BatchGetSecretValue in
 // region.
 func (s *Store) denyBatch(identity, region string) {
-	s.noBatch.Add(cacheKey{identity: identity, item: item{region: region}}, s.cfg.Clock.Now())
+	s.mark(s.noBatch, identity, region)
 }
 
 // describeDenied reports whether identity was recently denied DescribeSecret
 // in region (an IAM policy may grant GetSecretValue only).
 func (s *Store) describeDenied(identity, region string) bool {
-	got, ok := s.noDescribe.Get(cacheKey{identity: identity, item: item{region: region}})
-	if !ok {
-		return false
-	}
-	at, ok := got.(time.Time)
-	return ok && s.cfg.Clock.Since(at) < noBatchFor
+	return s.markedWithin(s.noDescribe, identity, region, noBatchFor)
 }
 
 // denyDescribe remembers that identity may not call DescribeSecret in
 // region.
 func (s *Store) denyDescribe(identity, region string) {
-	s.noDescribe.Add(cacheKey{identity: identity, item: item{region: region}}, s.cfg.Clock.Now())
+	s.mark(s.noDescribe, identity, region)
+}
+
+// markedWithin reports whether (identity, region) was marked in marks less
+// than d ago.
+func (s *Store) markedWithin(marks *lru.Cache, identity, region string, d time.Duration) bool {
+	got, ok := marks.Get(cacheKey{identity: identity, item: item{region: region}})
+	if !ok {
+		return false
+	}
+	at, ok := got.(time.Time)
+	return ok && s.cfg.Clock.Since(at) < d
+}
+
+// mark remembers in marks that (identity, region) was marked now.
+func (s *Store) mark(marks *lru.Cache, identity, region string) {
+	marks.Add(cacheKey{identity: identity, item: item{region: region}}, s.cfg.Clock.Now())
 }

@@ -12,28 +12,19 @@ const DefaultRegionDownFor = 2 * time.Minute
 // region served instead: mounts whose class names a failover region go
 // there first until Config.RegionDownFor has passed.
 func (s *Store) RegionDown(region string) bool {
-	return s.downSince(cacheKey{item: item{region: region}})
+	return s.markedWithin(s.down, "", region, s.cfg.RegionDownFor)
 }
 
 // MarkRegionDown remembers that region failed (unreachable, 5xx or too
 // slow) while its failover region answered.
 func (s *Store) MarkRegionDown(region string) {
-	s.down.Add(cacheKey{item: item{region: region}}, s.cfg.Clock.Now())
+	s.mark(s.down, "", region)
 }
 
 // primaryDown reports whether the request's primary region is to be
 // skipped: down for everyone, or throttling this identity.
 func (s *Store) primaryDown(req *Request) bool {
-	return s.RegionDown(req.Region) || s.downSince(cacheKey{identity: req.Identity, item: item{region: req.Region}})
-}
-
-func (s *Store) downSince(key cacheKey) bool {
-	got, ok := s.down.Get(key)
-	if !ok {
-		return false
-	}
-	at, ok := got.(time.Time)
-	return ok && s.cfg.Clock.Since(at) < s.cfg.RegionDownFor
+	return s.RegionDown(req.Region) || s.markedWithin(s.down, req.Identity, req.Region, s.cfg.RegionDownFor)
 }
 
 // noteFailover remembers the primary region as down after the failover
@@ -68,6 +59,6 @@ func (s *Store) noteFailover(req *Request, primary []item, fails map[item]*objec
 		}
 	}
 	if throttled {
-		s.down.Add(cacheKey{identity: req.Identity, item: item{region: req.Region}}, s.cfg.Clock.Now())
+		s.mark(s.down, req.Identity, req.Region)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/keymount/keymount/provider/aws/spec"
 )
 
@@ -149,4 +151,16 @@ func regionOf(items []item) string {
 		return ""
 	}
 	return items[0].region
+}
+
+// byNameOrARN indexes the entries of a batch's answer by name and by ARN:
+// a batch names each object by either.
+func byNameOrARN[E any](entries []E, id func(E) (name, arn *string)) map[string]E {
+	m := make(map[string]E, 2*len(entries))
+	for _, e := range entries {
+		name, arn := id(e)
+		m[aws.ToString(name)] = e
+		m[aws.ToString(arn)] = e
+	}
+	return m
 }

@@ -56,11 +56,7 @@ func (s *Store) batchGetSecrets(ctx context.Context, req *Request, api secretsAP
 	if err != nil {
 		return err
 	}
-	byID := make(map[string]smtypes.SecretValueEntry, 2*len(out.SecretValues))
-	for _, e := range out.SecretValues {
-		byID[aws.ToString(e.Name)] = e
-		byID[aws.ToString(e.ARN)] = e
-	}
+	byID := byNameOrARN(out.SecretValues, func(e smtypes.SecretValueEntry) (name, arn *string) { return e.Name, e.ARN })
 	failed := make(map[string]string, len(out.Errors))
 	for _, e := range out.Errors {
 		failed[aws.ToString(e.SecretId)] = aws.ToString(e.ErrorCode)

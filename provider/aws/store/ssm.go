@@ -31,11 +31,7 @@ func (s *Store) getParameters(ctx context.Context, req *Request, api parametersA
 	if err != nil {
 		return err
 	}
-	byName := make(map[string]ssmtypes.Parameter, 2*len(out.Parameters))
-	for _, p := range out.Parameters {
-		byName[aws.ToString(p.Name)] = p
-		byName[aws.ToString(p.ARN)] = p
-	}
+	byName := byNameOrARN(out.Parameters, func(p ssmtypes.Parameter) (name, arn *string) { return p.Name, p.ARN })
 	invalid := make(map[string]bool, len(out.InvalidParameters))
 	for _, n := range out.InvalidParameters {
 		invalid[n] = true
