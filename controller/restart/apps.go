@@ -25,13 +25,17 @@ type template struct {
 		Generation      int64     `json:"generation"`
 		ResourceVersion string    `json:"resourceVersion"`
 	} `json:"metadata"`
-	Spec struct {
-		Template struct {
-			Metadata struct {
-				Annotations map[string]string `json:"annotations"`
-			} `json:"metadata"`
-		} `json:"template"`
-	} `json:"spec"`
+	Spec podTemplateSpec `json:"spec"`
+}
+
+// podTemplateSpec is a workload's spec as far as its pod template's
+// annotations.
+type podTemplateSpec struct {
+	Template struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	} `json:"template"`
 }
 
 // templatePatch is the JSON merge patch that sets one annotation on the
@@ -43,13 +47,7 @@ type templatePatch struct {
 		UID             types.UID `json:"uid"`
 		ResourceVersion string    `json:"resourceVersion"`
 	} `json:"metadata"`
-	Spec struct {
-		Template struct {
-			Metadata struct {
-				Annotations map[string]string `json:"annotations"`
-			} `json:"metadata"`
-		} `json:"template"`
-	} `json:"spec"`
+	Spec podTemplateSpec `json:"spec"`
 }
 
 // controlling is what a Restarter reads of a controller to confirm what it
@@ -80,11 +78,7 @@ func (r *Restarter) template(ctx context.Context, w Workload) (*template, error)
 	if err != nil {
 		return nil, err
 	}
-	t := &template{}
-	if err := json.Unmarshal(raw, t); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", w, err)
-	}
-	return t, nil
+	return decodeTemplate(raw, w)
 }
 
 // annotate sets the pod-template annotation key to value on w, as read at
@@ -102,6 +96,11 @@ func (r *Restarter) annotate(ctx context.Context, w Workload, resourceVersion, k
 	if err != nil {
 		return nil, err
 	}
+	return decodeTemplate(raw, w)
+}
+
+// decodeTemplate decodes w as the API server answered it.
+func decodeTemplate(raw []byte, w Workload) (*template, error) {
 	t := &template{}
 	if err := json.Unmarshal(raw, t); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", w, err)
