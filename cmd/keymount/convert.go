@@ -29,17 +29,8 @@ func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
 // errConvertIncomplete: the input holds what the output cannot express.
 var errConvertIncomplete = errors.New("convert: the input holds fields keymount cannot express (listed above); fix them, or pass --partial to write the rest")
 
-func newConvertFlags(cfg *convertConfig, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("keymount convert", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Var(&cfg.files, "f", "a `file` of ExternalSecrets and their SecretStores or ClusterSecretStores (multi-document YAML); - reads stdin; repeat for more files")
-	fs.Var(&cfg.files, "filename", "same as -f")
-	fs.StringVar(&cfg.output, "o", "", "write the output to this `file` instead of stdout")
-	fs.StringVar(&cfg.output, "output", "", "same as -o")
-	fs.BoolVar(&cfg.partial, "partial", false, "write what can be converted even when some fields cannot (they are still listed on stderr), and exit 0")
-	fs.StringVar(&cfg.serviceAccount, "service-account", "", "the SecretSync's serviceAccountName where the input names none (Kubernetes External Secrets; a store without jwt auth)")
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(fs.Output(), `Usage: keymount convert -f FILE [-f FILE...] [flags]
+// convertUsage is the help of "keymount convert", before its flags.
+const convertUsage = `Usage: keymount convert -f FILE [-f FILE...] [flags]
 
 Converts External Secrets Operator ExternalSecrets (external-secrets.io/v1,
 with their SecretStore or ClusterSecretStore of provider aws) and Kubernetes
@@ -50,9 +41,16 @@ expressed is listed on stderr with its field path, and keymount exits 1
 without output unless --partial is given. Nothing is sent to a cluster.
 
 Flags:
-`)
-		printFlags(fs)
-	}
+`
+
+func newConvertFlags(cfg *convertConfig, out io.Writer) *flag.FlagSet {
+	fs := newFlagSet("convert", convertUsage, out)
+	fs.Var(&cfg.files, "f", "a `file` of ExternalSecrets and their SecretStores or ClusterSecretStores (multi-document YAML); - reads stdin; repeat for more files")
+	fs.Var(&cfg.files, "filename", "same as -f")
+	fs.StringVar(&cfg.output, "o", "", "write the output to this `file` instead of stdout")
+	fs.StringVar(&cfg.output, "output", "", "same as -o")
+	fs.BoolVar(&cfg.partial, "partial", false, "write what can be converted even when some fields cannot (they are still listed on stderr), and exit 0")
+	fs.StringVar(&cfg.serviceAccount, "service-account", "", "the SecretSync's serviceAccountName where the input names none (Kubernetes External Secrets; a store without jwt auth)")
 	return fs
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"path/filepath"
 	"text/tabwriter"
 )
@@ -55,6 +56,18 @@ func absPath(flagName, p string) (string, error) {
 		return "", fmt.Errorf("%s %q: %w", flagName, p, err)
 	}
 	return abs, nil
+}
+
+// newFlagSet returns the flag set of "keymount <command>": errors and help
+// go to out, the help is usage followed by the flags.
+func newFlagSet(command, usage string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("keymount "+command, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(fs.Output(), usage)
+		printFlags(fs)
+	}
+	return fs
 }
 
 // printFlags prints the flags of fs in two columns, as people type them:

@@ -33,9 +33,26 @@ type mountConfig struct {
 	namespaceSet bool
 }
 
+// mountUsage is the help of "keymount mount", before its flags.
+const mountUsage = `Usage: keymount mount -f class.yaml --target DIR [flags]
+       keymount mount --kubeconfig FILE --class NAME --target DIR [flags]
+
+Mounts the secrets of a SecretProviderClass on DIR through keymount's publish
+pipeline: a private tmpfs, files written atomically, user-visible names as
+symlinks into ..data. The driver publishes, as for a pod, into a private
+kubelet-style directory under --state-dir; DIR is a read-only bind mount of
+it. The mount stays after keymount exits; remove it with "keymount unmount
+DIR". Mounting DIR again refreshes it. Needs root.
+
+With --kubeconfig, the class NAME is read from the cluster's API server, in
+--pod-namespace, instead of from a file. It is a dry run: only the class is
+read, nothing is written to the cluster (no pod status, no Secret, no event).
+
+Flags:
+`
+
 func newMountFlags(cfg *mountConfig, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("keymount mount", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := newFlagSet("mount", mountUsage, out)
 	fs.StringVar(&cfg.classFile, "f", "", "the SecretProviderClass YAML `file` (required without --kubeconfig)")
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "read the class from the cluster of this kubeconfig `file` instead of -f (a dry run: nothing is written to the cluster)")
 	fs.StringVar(&cfg.kubeContext, "context", "", "the kubeconfig context to use with --kubeconfig; its current context when not given")
@@ -51,25 +68,6 @@ func newMountFlags(cfg *mountConfig, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.readOnly, "read-only", true, "always on: the mount is read-only, as a secrets volume of a pod (readOnly: true) must be; --read-only=false is refused")
 	fs.DurationVar(&cfg.timeout, "timeout", 60*time.Second, "give up after this long")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print the driver's and provider's logs on stderr")
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(fs.Output(), `Usage: keymount mount -f class.yaml --target DIR [flags]
-       keymount mount --kubeconfig FILE --class NAME --target DIR [flags]
-
-Mounts the secrets of a SecretProviderClass on DIR through keymount's publish
-pipeline: a private tmpfs, files written atomically, user-visible names as
-symlinks into ..data. The driver publishes, as for a pod, into a private
-kubelet-style directory under --state-dir; DIR is a read-only bind mount of
-it. The mount stays after keymount exits; remove it with "keymount unmount
-DIR". Mounting DIR again refreshes it. Needs root.
-
-With --kubeconfig, the class NAME is read from the cluster's API server, in
---pod-namespace, instead of from a file. It is a dry run: only the class is
-read, nothing is written to the cluster (no pod status, no Secret, no event).
-
-Flags:
-`)
-		printFlags(fs)
-	}
 	return fs
 }
 

@@ -22,14 +22,8 @@ type unmountConfig struct {
 	verbose  bool
 }
 
-func newUnmountFlags(cfg *unmountConfig, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("keymount unmount", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir, "the `dir`ectory given to mount as --state-dir")
-	fs.DurationVar(&cfg.timeout, "timeout", 60*time.Second, "give up after this long")
-	fs.BoolVar(&cfg.verbose, "verbose", false, "print the driver's logs on stderr")
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(fs.Output(), `Usage: keymount unmount DIR [flags]
+// unmountUsage is the help of "keymount unmount", before its flags.
+const unmountUsage = `Usage: keymount unmount DIR [flags]
 
 Unmounts DIR, mounted by "keymount mount": the read-only bind mount on DIR
 and DIR itself go, then keymount's unpublish pipeline removes the volume from
@@ -37,9 +31,13 @@ its private kubelet-style directory and its tmpfs. Unmounting a directory
 that is not mounted succeeds. Needs root.
 
 Flags:
-`)
-		printFlags(fs)
-	}
+`
+
+func newUnmountFlags(cfg *unmountConfig, out io.Writer) *flag.FlagSet {
+	fs := newFlagSet("unmount", unmountUsage, out)
+	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir, "the `dir`ectory given to mount as --state-dir")
+	fs.DurationVar(&cfg.timeout, "timeout", 60*time.Second, "give up after this long")
+	fs.BoolVar(&cfg.verbose, "verbose", false, "print the driver's logs on stderr")
 	return fs
 }
 
