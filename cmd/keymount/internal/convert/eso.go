@@ -67,14 +67,7 @@ func (cv *converter) esoTarget(is issues, c *conversion, t map[string]any) {
 	if v, ok := t["immutable"].(bool); ok && v {
 		is.unsupported(path+".immutable", "keymount writes mutable Secrets")
 	}
-	tmpl := field(t, "template")
-	tpath := path + ".template"
-	unknownFields(is, tpath, tmpl, esoTemplateFields...)
-	c.secretType = str(is, tpath, tmpl, "type")
-	md := field(tmpl, "metadata")
-	unknownFields(is, tpath+".metadata", md, "labels", "annotations")
-	c.labels = strMap(is, tpath+".metadata", md, "labels")
-	c.annotations = strMap(is, tpath+".metadata", md, "annotations")
+	c.secretTemplate(is, path+".template", field(t, "template"), esoTemplateFields...)
 }
 
 // esoRefresh maps refreshPolicy and refreshInterval to keymount's refresh

@@ -91,12 +91,7 @@ func (cv *converter) kesData(is issues, c *conversion, typ spec.ObjectType, path
 // data and stringData are lodash templates, not Go templates.
 func kesTemplate(is issues, c *conversion, t map[string]any) {
 	const path = "spec.template"
-	unknownFields(is, path, t, kesTemplateFields...)
-	c.secretType = str(is, path, t, "type")
-	md := field(t, "metadata")
-	unknownFields(is, path+".metadata", md, "labels", "annotations")
-	c.labels = strMap(is, path+".metadata", md, "labels")
-	c.annotations = strMap(is, path+".metadata", md, "annotations")
+	c.secretTemplate(is, path, t, kesTemplateFields...)
 	for _, k := range []string{"data", "stringData"} {
 		if _, ok := t[k]; ok {
 			is.unsupported(path+"."+k, "KES's lodash templates; rewrite them as Go templates in keymount.io/template.<key> annotations of the SecretSync")

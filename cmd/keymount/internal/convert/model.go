@@ -99,3 +99,14 @@ func (c *conversion) addRef(file string, r storeRef) {
 	}
 	c.objects = append(c.objects, o)
 }
+
+// secretTemplate reads the Secret template t at path (of the fields known):
+// the Secret's type, labels and annotations.
+func (c *conversion) secretTemplate(is issues, path string, t map[string]any, known ...string) {
+	unknownFields(is, path, t, known...)
+	c.secretType = str(is, path, t, "type")
+	md := field(t, "metadata")
+	unknownFields(is, path+".metadata", md, "labels", "annotations")
+	c.labels = strMap(is, path+".metadata", md, "labels")
+	c.annotations = strMap(is, path+".metadata", md, "annotations")
+}
