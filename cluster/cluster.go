@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -71,13 +70,6 @@ type presync struct {
 }
 
 var _ driver.Cluster = (*Cluster)(nil)
-
-// Scheme returns the types the driver reads and writes: core/v1 (pods,
-// Secrets, events) and keymount's API, nothing else; every other group of
-// client-go's scheme would cost memory for nothing.
-func Scheme() (*runtime.Scheme, error) {
-	return kube.NewScheme()
-}
 
 // Start connects to the API server and starts the node-scoped caches. It
 // does not wait for them to sync: until they have, reads go to the API

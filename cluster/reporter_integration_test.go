@@ -26,6 +26,7 @@ import (
 	"github.com/keymount/keymount/cluster/podstatus"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/class"
+	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/tests/harness"
 	"github.com/keymount/keymount/tests/k8senv"
 	"github.com/keymount/keymount/tests/poll"
@@ -260,7 +261,7 @@ func restConfig(env *k8senv.Env) *rest.Config {
 
 func newAPIClient(t *testing.T, env *k8senv.Env) client.Client {
 	t.Helper()
-	scheme, err := cluster.Scheme()
+	scheme, err := kube.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}

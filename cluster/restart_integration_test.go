@@ -26,6 +26,7 @@ import (
 	"github.com/keymount/keymount/controller/restart"
 	"github.com/keymount/keymount/driver"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/rotation"
 	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
@@ -158,7 +159,7 @@ func checkRestartEvent(t *testing.T, cs kubernetes.Interface, d *appsv1.Deployme
 // (no leader election, no listener) until the test ends.
 func startRestartController(t *testing.T, cfg *rest.Config) {
 	t.Helper()
-	scheme, err := cluster.Scheme()
+	scheme, err := kube.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}

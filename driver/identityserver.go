@@ -54,9 +54,6 @@ func (s *identityServer) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.P
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(err == nil)}, nil
 }
 
-// Ready reports what Probe reports.
-func (d *Driver) Ready() bool { return d.NotReady() == nil }
-
 // NotReady returns why Probe and /readyz report not ready, nil when ready.
 func (d *Driver) NotReady() error {
 	if !d.serving.Load() {

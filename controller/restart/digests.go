@@ -12,7 +12,7 @@ import (
 
 // SecretDigests is what the Secret reconciler knows of each synced Secret
 // in place of its data: the keyed digest of its content
-// (SecretAnnotationValue), the time of its last write as the API server
+// (secretAnnotationValue), the time of its last write as the API server
 // recorded it, and the digest it last acted on. A cache transform fills it
 // (Record) while the data is still there; the cached Secret then needs
 // neither data nor annotations. One small entry per Secret, not a map

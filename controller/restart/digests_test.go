@@ -35,7 +35,7 @@ func TestSecretDigests(t *testing.T) {
 	first := apiSecret("one", time.Unix(1000, 0))
 	d.Record(first)
 	v1, changed, ok := d.observe(k, clk)
-	if !ok || v1 != SecretAnnotationValue(key, first.Type, first.Data) || !changed.IsZero() {
+	if !ok || v1 != secretAnnotationValue(key, first.Type, first.Data) || !changed.IsZero() {
 		t.Fatalf("first observation: %q %v %v, want the digest, no change", v1, changed, ok)
 	}
 	// The cache's own trimmed copy, handed to the transform again.
@@ -46,7 +46,7 @@ func TestSecretDigests(t *testing.T) {
 	second := apiSecret("two", time.Unix(2000, 0))
 	d.Record(second)
 	v2, changed, _ := d.observe(k, clk)
-	if v2 == v1 || v2 != SecretAnnotationValue(key, second.Type, second.Data) || !changed.Equal(time.Unix(2000, 0)) {
+	if v2 == v1 || v2 != secretAnnotationValue(key, second.Type, second.Data) || !changed.Equal(time.Unix(2000, 0)) {
 		t.Fatalf("after a change: %q %v, want the new digest changed at 2000", v2, changed)
 	}
 	// A change whose write time is unknown is dated by the clock; the

@@ -25,7 +25,7 @@
 // new object versions only (AnnotationValue), or
 // keymount.io/rollout-secret-<Secret> (SecretAnnotationKey) with an
 // HMAC-SHA256 of the Secret's type and data keyed with the controller's key
-// (SecretAnnotationValue): deterministic, so every pod and replica that
+// (secretAnnotationValue): deterministic, so every pod and replica that
 // sees the same change derives the same value, and keyed, so the annotation
 // tells nothing about the values. The workload is read first and nothing
 // is written when the template already carries the value; otherwise one

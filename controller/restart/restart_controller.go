@@ -45,7 +45,7 @@ type Options struct {
 	DriverName string
 	// HashKey keys the digest of a synced Secret's content that the
 	// pod-template annotation keymount.io/rollout-secret-<name> carries
-	// (SecretAnnotationValue). It must be the same on every replica and
+	// (secretAnnotationValue). It must be the same on every replica and
 	// across restarts — keymount-controller's syncHash key — or a new key
 	// restarts every opted-in consumer once. At least MinHashKeySize
 	// bytes; empty turns Secret restarts off (volume restarts still run).

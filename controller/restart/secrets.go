@@ -40,13 +40,13 @@ func SecretAnnotationKey(name string) string {
 	return annotationKey(rolloutName+"secret-", name)
 }
 
-// SecretAnnotationValue returns the annotation's value for a Secret of
+// secretAnnotationValue returns the annotation's value for a Secret of
 // type typ holding data: the first 16 bytes, in hex, of HMAC-SHA256 keyed
 // with key over the type and every key and value (length-prefixed, keys
 // sorted). Keyed, so the workload's annotation, readable by whoever reads
 // the Deployment, tells nothing about the values offline; deterministic,
 // so every replica with the same key agrees and a change restarts once.
-func SecretAnnotationValue(key []byte, typ corev1.SecretType, data map[string][]byte) string {
+func secretAnnotationValue(key []byte, typ corev1.SecretType, data map[string][]byte) string {
 	sum := secretSum(key, typ, data)
 	return hex.EncodeToString(sum[:])
 }
@@ -55,7 +55,7 @@ func SecretAnnotationValue(key []byte, typ corev1.SecretType, data map[string][]
 // HMAC-SHA256.
 const sumSize = 16
 
-// secretSum is SecretAnnotationValue before its hex encoding.
+// secretSum is secretAnnotationValue before its hex encoding.
 func secretSum(key []byte, typ corev1.SecretType, data map[string][]byte) [sumSize]byte {
 	h := hmac.New(sha256.New, key)
 	h.Write([]byte(hashDomain)) // a hash.Hash never fails to write

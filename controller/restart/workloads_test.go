@@ -118,19 +118,19 @@ func TestTrimWorkload(t *testing.T) {
 func TestSecretAnnotation(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	data := map[string][]byte{"user": []byte("admin"), "password": []byte("hunter22")}
-	v := SecretAnnotationValue(key, corev1.SecretTypeOpaque, data)
+	v := secretAnnotationValue(key, corev1.SecretTypeOpaque, data)
 	if len(v) != 32 || strings.Contains(v, "hunter22") {
 		t.Errorf("value %q", v)
 	}
 	same := map[string][]byte{"password": []byte("hunter22"), "user": []byte("admin")}
-	if SecretAnnotationValue(key, corev1.SecretTypeOpaque, same) != v {
+	if secretAnnotationValue(key, corev1.SecretTypeOpaque, same) != v {
 		t.Error("the same data in another order gives another value")
 	}
 	for name, other := range map[string]string{
-		"another value":   SecretAnnotationValue(key, corev1.SecretTypeOpaque, map[string][]byte{"user": []byte("admin"), "password": []byte("hunter23")}),
-		"another type":    SecretAnnotationValue(key, corev1.SecretTypeBasicAuth, data),
-		"another key":     SecretAnnotationValue([]byte("another key, 32 bytes long......"), corev1.SecretTypeOpaque, data),
-		"shifted lengths": SecretAnnotationValue(key, corev1.SecretTypeOpaque, map[string][]byte{"user": []byte("adminpassword"), "": []byte("hunter22")}),
+		"another value":   secretAnnotationValue(key, corev1.SecretTypeOpaque, map[string][]byte{"user": []byte("admin"), "password": []byte("hunter23")}),
+		"another type":    secretAnnotationValue(key, corev1.SecretTypeBasicAuth, data),
+		"another key":     secretAnnotationValue([]byte("another key, 32 bytes long......"), corev1.SecretTypeOpaque, data),
+		"shifted lengths": secretAnnotationValue(key, corev1.SecretTypeOpaque, map[string][]byte{"user": []byte("adminpassword"), "": []byte("hunter22")}),
 	} {
 		if other == v {
 			t.Errorf("%s gives the same value", name)
@@ -168,7 +168,7 @@ func TestSecretTrimmerKeepsNoData(t *testing.T) {
 		t.Errorf("the cached Secret keeps data or annotations: %+v", trimmed)
 	}
 	e := d.m[types.NamespacedName{Namespace: "ns", Name: "db"}]
-	if hex.EncodeToString(e.sum[:]) != SecretAnnotationValue(key, s.Type, s.Data) || e.written != written.Unix() {
-		t.Errorf("recorded %x written %d, want %s written %d", e.sum, e.written, SecretAnnotationValue(key, s.Type, s.Data), written.Unix())
+	if hex.EncodeToString(e.sum[:]) != secretAnnotationValue(key, s.Type, s.Data) || e.written != written.Unix() {
+		t.Errorf("recorded %x written %d, want %s written %d", e.sum, e.written, secretAnnotationValue(key, s.Type, s.Data), written.Unix())
 	}
 }

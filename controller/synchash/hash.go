@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"hash"
 	"slices"
-
-	corev1 "k8s.io/api/core/v1"
 )
 
 // KeySize is the length of the HMAC key, in bytes.
@@ -167,16 +165,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// SecretContent returns the Content of secret as it is to be written: its
-// type, data, labels and annotations, without sources (set them after).
-// The maps are shared, not copied; StringData is not read.
-func SecretContent(secret *corev1.Secret) *Content {
-	return &Content{
-		Type:        string(secret.Type),
-		Data:        secret.Data,
-		Labels:      secret.Labels,
-		Annotations: secret.Annotations,
-	}
 }

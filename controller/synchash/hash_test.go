@@ -10,9 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, KeySize) }
@@ -198,24 +195,6 @@ func TestRedaction(t *testing.T) {
 		if strings.Contains(s, string(key)) || strings.Contains(s, "hunter2") || strings.Contains(s, "0123456789") {
 			t.Errorf("%q shows the key or a value", s)
 		}
-	}
-}
-
-func TestSecretContent(t *testing.T) {
-	h := hasher(t, 1)
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "ignored", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"b": "2"}},
-		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k")},
-	}
-	want := &Content{Type: "kubernetes.io/tls", Data: secret.Data, Labels: secret.Labels, Annotations: secret.Annotations}
-	if h.Sum(SecretContent(secret)) != h.Sum(want) {
-		t.Error("SecretContent misses the type, data, labels or annotations")
-	}
-	renamed := secret.DeepCopy()
-	renamed.Name = "other"
-	if h.Sum(SecretContent(renamed)) != h.Sum(want) {
-		t.Error("the Secret's name changes its content hash")
 	}
 }
 

@@ -22,18 +22,6 @@ func UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	}
 }
 
-// StreamServerInterceptor recovers a panic in the rest of a streaming call.
-func StreamServerInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				err = recovered(info.FullMethod, r)
-			}
-		}()
-		return handler(srv, ss)
-	}
-}
-
 // recovered reports a recovered panic (internal/panics: one log line and
 // the keymount_panics_recovered_total metric) and returns the error the
 // caller gets. It runs in the deferred function, so the stack still shows

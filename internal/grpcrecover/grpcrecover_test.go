@@ -20,7 +20,7 @@ import (
 const secret = "SECRETVALUE"
 
 // panicky is a health service whose Check panics the way the request's
-// service name asks; Watch always panics.
+// service name asks.
 type panicky struct {
 	healthpb.UnimplementedHealthServer
 }
@@ -42,11 +42,7 @@ func (panicky) Check(_ context.Context, req *healthpb.HealthCheckRequest) (*heal
 	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
 }
 
-func (panicky) Watch(*healthpb.HealthCheckRequest, healthpb.Health_WatchServer) error {
-	panic("watch boom")
-}
-
-// serve runs a real gRPC server with the interceptors on a unix socket and
+// serve runs a real gRPC server with the interceptor on a unix socket and
 // returns a client connected to it.
 func serve(t *testing.T) healthpb.HealthClient {
 	t.Helper()
@@ -56,10 +52,7 @@ func serve(t *testing.T) healthpb.HealthClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(StreamServerInterceptor()),
-	)
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(UnaryServerInterceptor()))
 	healthpb.RegisterHealthServer(gs, panicky{})
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(l) }()
@@ -122,29 +115,6 @@ func TestUnaryServerInterceptor(t *testing.T) {
 	// The process survived every panic and still serves.
 	if _, err := client.Check(t.Context(), &healthpb.HealthCheckRequest{Service: "ok"}); err != nil {
 		t.Errorf("Check after the panics: %v", err)
-	}
-}
-
-func TestStreamServerInterceptor(t *testing.T) {
-	client := serve(t)
-	logged := klogtest.Capture(t)
-	const method = "/grpc.health.v1.Health/Watch"
-
-	stream, err := client.Watch(t.Context(), &healthpb.HealthCheckRequest{Service: secret})
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	_, err = stream.Recv()
-	if got := status.Code(err); got != codes.Internal {
-		t.Fatalf("Recv code = %v, want Internal (err %v)", got, err)
-	}
-	if msg := status.Convert(err).Message(); !strings.Contains(msg, method) {
-		t.Errorf("message %q does not name %s", msg, method)
-	}
-	assertLoggedOnce(t, logged.String(), method, `panic="watch boom"`)
-
-	if _, err := client.Check(t.Context(), &healthpb.HealthCheckRequest{Service: "ok"}); err != nil {
-		t.Errorf("Check after the panic: %v", err)
 	}
 }
 

@@ -83,18 +83,3 @@ func trimList(kind string) string {
 	}
 	return kind
 }
-
-// Resource returns the resource of obj's kind (an object or a list), for
-// messages and errors.
-func Resource(obj runtime.Object) (schema.GroupResource, error) {
-	gk, err := kindOf(obj)
-	if err != nil {
-		return schema.GroupResource{}, err
-	}
-	for _, r := range resources {
-		if r.gvk.GroupKind() == gk {
-			return r.GroupResource(), nil
-		}
-	}
-	return schema.GroupResource{}, fmt.Errorf("kube: no resource for %s", gk)
-}

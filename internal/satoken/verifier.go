@@ -123,9 +123,6 @@ type Identity struct {
 	Expiry time.Time
 }
 
-// Subject is the Kubernetes user name of the service account.
-func (i Identity) Subject() string { return subject(i.Namespace, i.ServiceAccount) }
-
 func subject(namespace, name string) string {
 	return "system:serviceaccount:" + namespace + ":" + name
 }

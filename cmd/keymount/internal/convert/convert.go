@@ -36,8 +36,8 @@ type Result struct {
 	Issues []Issue
 }
 
-// Converted is the number of ExternalSecrets converted (fully or not).
-func (r *Result) Converted() int { return len(r.conversions) }
+// converted is the number of ExternalSecrets converted (fully or not).
+func (r *Result) converted() int { return len(r.conversions) }
 
 // converter holds one run.
 type converter struct {

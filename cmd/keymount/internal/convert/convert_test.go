@@ -187,8 +187,8 @@ items:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Issues) != 0 || res.Converted() != 1 {
-		t.Fatalf("converted %d, issues %v; want 1 and none", res.Converted(), res.Issues)
+	if len(res.Issues) != 0 || res.converted() != 1 {
+		t.Fatalf("converted %d, issues %v; want 1 and none", res.converted(), res.Issues)
 	}
 	var out bytes.Buffer
 	if err := res.Write(&out); err != nil {
