@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -105,20 +106,11 @@ func (r *rawObject) object() (Object, error) {
 	if o.Path == "" {
 		return o, fmt.Errorf("object %q: secretPath is empty: set the Vault path to read", o.Name)
 	}
-	switch m := strings.ToUpper(r.Method); m {
-	case "", MethodGet:
-		o.Method = MethodGet
-	case MethodPut, MethodPost:
-		o.Method = m
-	default:
+	var ok bool
+	if o.Method, ok = oneOf(strings.ToUpper(r.Method), MethodGet, MethodPut, MethodPost); !ok {
 		return o, fmt.Errorf("object %q: method %q: use GET, PUT or POST", o.Name, r.Method)
 	}
-	switch e := strings.ToLower(r.Encoding); e {
-	case "", EncodingUTF8:
-		o.Encoding = EncodingUTF8
-	case EncodingBase64, EncodingHex:
-		o.Encoding = e
-	default:
+	if o.Encoding, ok = oneOf(strings.ToLower(r.Encoding), EncodingUTF8, EncodingBase64, EncodingHex); !ok {
 		return o, fmt.Errorf("object %q: encoding %q: use utf-8, base64 or hex", o.Name, r.Encoding)
 	}
 	mode, err := parseMode(r.FilePermission)
@@ -127,6 +119,18 @@ func (r *rawObject) object() (Object, error) {
 	}
 	o.Mode = mode
 	return o, nil
+}
+
+// oneOf returns v when it is one of allowed, the first of allowed (the
+// default) when v is empty; false for any other value.
+func oneOf(v string, allowed ...string) (string, bool) {
+	if v == "" {
+		return allowed[0], true
+	}
+	if slices.Contains(allowed, v) {
+		return v, true
+	}
+	return "", false
 }
 
 // parseMode reads filePermission: a YAML number (0600 is octal in YAML, as
