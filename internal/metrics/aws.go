@@ -5,10 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/keymount/keymount/internal/panics"
 )
 
 // AWS is the AWS provider's metrics: its store requests by operation and
@@ -24,22 +21,21 @@ type AWS struct {
 // NewAWS returns the AWS provider's metrics on a registry of their own,
 // with the Go and process collectors.
 func NewAWS() *AWS {
-	m := &AWS{reg: prometheus.NewRegistry()}
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), panics.Collector())
-	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m := &AWS{reg: newRegistry()}
+	f := factory{reg: m.reg}
+	m.calls = f.counterVec(prometheus.CounterOpts{
 		Name: "keymount_aws_store_requests_total",
 		Help: "AWS API operations the provider sent (Secrets Manager, SSM Parameter Store), retries included, by outcome: ok or the AWS error code.",
-	}, []string{"service", "operation", "outcome"})
-	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	}, "service", "operation", "outcome")
+	m.duration = f.histogramVec(prometheus.HistogramOpts{
 		Name:    "keymount_aws_store_request_duration_seconds",
 		Help:    "Time of one AWS API operation, retries included.",
 		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-	}, []string{"service", "operation"})
-	m.lookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+	}, "service", "operation")
+	m.lookups = f.counterVec(prometheus.CounterOpts{
 		Name: "keymount_aws_cache_lookups_total",
 		Help: "Lookups in the provider's node-local value cache, by result: hit or miss.",
-	}, []string{"result"})
-	m.reg.MustRegister(m.calls, m.duration, m.lookups)
+	}, "result")
 	m.lookups.WithLabelValues("hit")
 	m.lookups.WithLabelValues("miss")
 	return m

@@ -73,7 +73,7 @@ type Metrics struct {
 // New returns Metrics registered on a registry of their own, with the Go
 // runtime and process collectors.
 func New() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: newRegistry()}
 	osType := prometheus.Labels{labelOSType: runtime.GOOS}
 	f := factory{reg: m.reg}
 	m.nodePublish = f.counterVec(prometheus.CounterOpts{
@@ -147,9 +147,6 @@ func New() *Metrics {
 			Name: "keymount_api_write_queue_oldest_seconds", Help: "How long the oldest write waiting for the API server has waited, in seconds; 0 when none waits.",
 		}, func() float64 { _, age := m.writeQueue(); return age.Seconds() }),
 		&m.providerHealth,
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		panics.Collector(),
 	)
 	return m
 }
@@ -246,6 +243,14 @@ func grpcCode(c codes.Code) string {
 		c = codes.Internal
 	}
 	return c.String()
+}
+
+// newRegistry returns a registry of its own with the Go runtime, process
+// and panics collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), panics.Collector())
+	return reg
 }
 
 // factory creates metrics registered on reg.

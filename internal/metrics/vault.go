@@ -4,10 +4,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/keymount/keymount/internal/panics"
 )
 
 // Vault is the Vault provider's metrics: its requests to Vault by
@@ -25,17 +22,16 @@ var VaultOperations = []string{"login", "renew-self", "revoke-self", "GET", "PUT
 // NewVault returns the Vault provider's metrics on a registry of their own,
 // with the Go and process collectors.
 func NewVault() *Vault {
-	m := &Vault{reg: prometheus.NewRegistry()}
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), panics.Collector())
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m := &Vault{reg: newRegistry()}
+	f := factory{reg: m.reg}
+	m.requests = f.counterVec(prometheus.CounterOpts{
 		Name: "keymount_vault_requests_total",
 		Help: "Requests the provider sent to Vault, by operation: login, renew-self, revoke-self, GET/PUT/POST (an object's request), metadata (a KV v2 version check), renew (a lease), revoke (a lease of an unpublished volume, revokeOnUnpublish).",
-	}, []string{"operation"})
-	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
+	}, "operation")
+	m.failures = f.counterVec(prometheus.CounterOpts{
 		Name: "keymount_vault_request_failures_total",
 		Help: "Requests to Vault that failed, by operation.",
-	}, []string{"operation"})
-	m.reg.MustRegister(m.requests, m.failures)
+	}, "operation")
 	for _, op := range VaultOperations {
 		m.requests.WithLabelValues(op)
 		m.failures.WithLabelValues(op)
