@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -94,11 +95,7 @@ func (c *cache) store(key string, creds aws.Credentials) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, v := range c.entries {
-		if !now.Before(v.Expires) {
-			delete(c.entries, k)
-		}
-	}
+	maps.DeleteFunc(c.entries, func(_ string, v aws.Credentials) bool { return !now.Before(v.Expires) })
 	c.entries[key] = creds
 }
 
@@ -107,11 +104,7 @@ func (c *cache) store(key string, creds aws.Credentials) {
 func (c *cache) dropIdentity(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.entries {
-		if k == key || strings.HasPrefix(k, key+"@") {
-			delete(c.entries, k)
-		}
-	}
+	maps.DeleteFunc(c.entries, func(k string, _ aws.Credentials) bool { return k == key || strings.HasPrefix(k, key+"@") })
 }
 
 // lazyProvider fetches its credentials when first asked (and from the

@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -123,10 +124,6 @@ func (k *kubeServiceAccounts) remember(key, arn string) {
 	now := k.clock.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for k2, r := range k.roles {
-		if !now.Before(r.expires) {
-			delete(k.roles, k2)
-		}
-	}
+	maps.DeleteFunc(k.roles, func(_ string, r cachedRole) bool { return !now.Before(r.expires) })
 	k.roles[key] = cachedRole{arn: arn, expires: now.Add(k.ttl)}
 }
