@@ -14,7 +14,6 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"k8s.io/klog/v2"
 
-	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/internal/pprofserve"
 	"github.com/keymount/keymount/internal/satoken"
@@ -54,13 +53,11 @@ type config struct {
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
-	if cfg.printVersion {
-		fmt.Println("keymount-provider-aws " + version)
-		return
-	}
-	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
-	cfg.upstream.ignored.Log()
-	if err := providercmd.Run("keymount-provider-aws", func(ctx context.Context) error { return run(ctx, cfg) }); err != nil {
+	err := providercmd.Main("keymount-provider-aws", version, cfg.printVersion, func(ctx context.Context) error {
+		cfg.upstream.ignored.Log()
+		return run(ctx, cfg)
+	})
+	if err != nil {
 		os.Exit(1)
 	}
 }

@@ -7,13 +7,11 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"strings"
 
 	"k8s.io/klog/v2"
 
-	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/provider/local"
 	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/provider/server"
@@ -35,12 +33,10 @@ type config struct {
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
-	if cfg.printVersion {
-		fmt.Println("keymount-provider-local " + version)
-		return
-	}
-	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
-	if err := providercmd.Run("keymount-provider-local", func(ctx context.Context) error { return run(ctx, cfg) }); err != nil {
+	err := providercmd.Main("keymount-provider-local", version, cfg.printVersion, func(ctx context.Context) error {
+		return run(ctx, cfg)
+	})
+	if err != nil {
 		os.Exit(1)
 	}
 }

@@ -7,14 +7,12 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"k8s.io/klog/v2"
 
-	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/internal/satoken"
 	"github.com/keymount/keymount/provider/aws/kubeclient"
@@ -39,14 +37,12 @@ type config struct {
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
-	if cfg.printVersion {
-		fmt.Println("keymount-provider-vault " + version)
-		return
-	}
-	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
-	cfg.upstream.ignored.Log()
-	ignoreEnvironmentToken()
-	if err := providercmd.Run("keymount-provider-vault", func(ctx context.Context) error { return run(ctx, cfg) }); err != nil {
+	err := providercmd.Main("keymount-provider-vault", version, cfg.printVersion, func(ctx context.Context) error {
+		cfg.upstream.ignored.Log()
+		ignoreEnvironmentToken()
+		return run(ctx, cfg)
+	})
+	if err != nil {
 		os.Exit(1)
 	}
 }

@@ -1,7 +1,8 @@
 // Package providercmd is the start-up the provider binaries
-// (keymount-provider-local, -aws, -vault) share: running until SIGINT or
-// SIGTERM, the Prometheus endpoint of --metrics-addr, and serving a
-// provider on its socket with the log lines around it.
+// (keymount-provider-local, -aws, -vault) share: the --version answer,
+// log redaction, running until SIGINT or SIGTERM, the Prometheus endpoint
+// of --metrics-addr, and serving a provider on its socket with the log
+// lines around it.
 //
 // It never exits the process and defines no flags: each
 // cmd/<binary>/main.go binds its flags into its config, calls it, and

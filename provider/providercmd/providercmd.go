@@ -13,8 +13,22 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/provider/server"
 )
+
+// Main is what a provider binary's main does once its flags are parsed:
+// with printVersion it prints "<binary> <version>"; else it keeps HTTP
+// bodies out of every log (logredact) and runs run as Run does. main
+// exits non-zero when it returns an error.
+func Main(binary, version string, printVersion bool, run func(context.Context) error) error {
+	if printVersion {
+		fmt.Println(binary + " " + version)
+		return nil
+	}
+	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
+	return Run(binary, run)
+}
 
 // Run calls run with a context that is cancelled on SIGINT or SIGTERM,
 // logs its error as "<binary> stopped", and flushes the log. main exits
