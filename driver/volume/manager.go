@@ -173,7 +173,7 @@ func (m *Manager) bind(v *Volume, t *targetpath.Target, readOnly bool) error {
 	if err := checkFree(dst, v, t); err != nil {
 		return err
 	}
-	if same, err := sameFile(dst, v.DataDir); err != nil || same {
+	if same, err := v.ShownBy(dst); err != nil || same {
 		return err
 	}
 	return attach(v.DataDir, dst, readOnly)
@@ -214,7 +214,7 @@ func checkFree(f *os.File, v *Volume, t *targetpath.Target) error {
 	if !root {
 		return nil
 	}
-	if same, err := sameFile(f, v.DataDir); err == nil && same {
+	if same, err := v.ShownBy(f); err == nil && same {
 		return nil
 	}
 	return fmt.Errorf("%w: %s is already a mount point that does not show volume %s: "+
@@ -253,7 +253,7 @@ func (m *Manager) BoundTo(v *Volume, t *targetpath.Target) (bool, error) {
 		return false, err
 	}
 	defer func() { _ = f.Close() }()
-	return sameFile(f, v.DataDir)
+	return v.ShownBy(f)
 }
 
 // Unbind unmounts the target and removes its directory, but only when the
@@ -282,7 +282,7 @@ func (m *Manager) unbind(v *Volume, t *targetpath.Target) (unbound bool, err err
 	if err != nil {
 		return false, err
 	}
-	same, err := sameFile(f, v.DataDir)
+	same, err := v.ShownBy(f)
 	if err != nil || !same {
 		_ = f.Close()
 		return false, err
@@ -315,7 +315,7 @@ func (m *Manager) Get(volumeID, path string) (*Volume, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrNotFound, path, err)
 	}
 	defer func() { _ = f.Close() }()
-	if same, err := sameFile(f, v.DataDir); err != nil || !same {
+	if same, err := v.ShownBy(f); err != nil || !same {
 		return nil, fmt.Errorf("%w: %s does not show volume %s", ErrNotFound, path, volumeID)
 	}
 	return v, nil
@@ -338,13 +338,15 @@ func isMountRoot(dirfd int, path string) (bool, error) {
 	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
 }
 
-// sameFile reports whether f is the directory at path (same device and inode).
-func sameFile(f *os.File, path string) (bool, error) {
+// ShownBy reports whether f is the volume's data directory (same device
+// and inode): a target it is bound onto shows it. False when the data
+// directory is gone.
+func (v *Volume) ShownBy(f *os.File) (bool, error) {
 	var a, b unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &a); err != nil {
 		return false, err
 	}
-	if err := unix.Stat(path, &b); err != nil {
+	if err := unix.Stat(v.DataDir, &b); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return false, nil
 		}

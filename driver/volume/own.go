@@ -104,7 +104,7 @@ func (m *Manager) staleAt(f *os.File, v *Volume) (bool, string, error) {
 	if err != nil || !root {
 		return false, "", err
 	}
-	if same, err := sameFile(f, v.DataDir); err != nil || same {
+	if same, err := v.ShownBy(f); err != nil || same {
 		return false, "", err // the volume, live: the common case reads no mount table
 	}
 	mi, err := mountOf(f)

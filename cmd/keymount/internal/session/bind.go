@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/keymount/keymount/driver/volume"
 )
 
 // ErrTargetInUse is wrapped when the user's target is a mount point that
@@ -22,8 +24,8 @@ var ErrTargetInUse = errors.New("target is a mount point not made by keymount")
 // ErrTargetInUse.
 func (s *Session) Bind(pod Pod, target string) error {
 	kt := s.KubeletTarget(pod.UID, target)
-	dataDir := s.volumes.Lookup(VolumeID(target)).DataDir
-	if ok, err := sameDir(kt, dataDir); err != nil || !ok {
+	v := s.volumes.Lookup(VolumeID(target))
+	if ok, err := sameDir(kt, v); err != nil || !ok {
 		return errors.Join(err, fmt.Errorf("the volume is not published at %s", kt))
 	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
@@ -34,7 +36,7 @@ func (s *Session) Bind(pod Pod, target string) error {
 		return err
 	}
 	defer func() { _ = dst.Close() }()
-	if shows, err := fdShows(dst, dataDir); err != nil || shows {
+	if shows, err := v.ShownBy(dst); err != nil || shows {
 		return err
 	}
 	if root, err := isMountRoot(dst); err != nil || root {
@@ -48,7 +50,7 @@ func (s *Session) Bind(pod Pod, target string) error {
 // directory, is left as it is and reported with unbound=false; a target
 // that is another mount point fails with ErrTargetInUse.
 func (s *Session) Unbind(target string) (unbound bool, err error) {
-	dataDir := s.volumes.Lookup(VolumeID(target)).DataDir
+	v := s.volumes.Lookup(VolumeID(target))
 	f, err := openDir(target)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -56,7 +58,7 @@ func (s *Session) Unbind(target string) (unbound bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	shows, err := fdShows(f, dataDir)
+	shows, err := v.ShownBy(f)
 	if err == nil && !shows {
 		var root bool
 		if root, err = isMountRoot(f); err == nil && root {
@@ -108,24 +110,8 @@ func openDir(p string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), filepath.Clean(p)), nil
 }
 
-// fdShows reports whether f is the directory dir (same device and inode):
-// a mount of the volume's data directory.
-func fdShows(f *os.File, dir string) (bool, error) {
-	var a, b unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &a); err != nil {
-		return false, err
-	}
-	if err := unix.Stat(dir, &b); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return false, nil
-		}
-		return false, err
-	}
-	return a.Dev == b.Dev && a.Ino == b.Ino, nil
-}
-
-// sameDir reports whether the directory at p is the directory dir.
-func sameDir(p, dir string) (bool, error) {
+// sameDir reports whether the directory at p shows the volume v.
+func sameDir(p string, v *volume.Volume) (bool, error) {
 	f, err := openDir(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -134,7 +120,7 @@ func sameDir(p, dir string) (bool, error) {
 		return false, err
 	}
 	defer func() { _ = f.Close() }()
-	return fdShows(f, dir)
+	return v.ShownBy(f)
 }
 
 // isMountRoot reports whether f is the root of a mount.
