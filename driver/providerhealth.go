@@ -142,12 +142,8 @@ func (h *providerHealth) run(ctx context.Context) {
 		if h.notReady() != nil {
 			wait = min(wait, unhealthyRecheck)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
 	}
 }

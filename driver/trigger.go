@@ -242,12 +242,8 @@ func (d *Driver) republishHeld(ctx context.Context, req *csi.NodePublishVolumeRe
 			}
 			return
 		}
-		t := time.NewTimer(busyRetry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, busyRetry) {
 			return
-		case <-t.C:
 		}
 	}
 }
@@ -302,5 +298,17 @@ func (d *Driver) sweepHeld(ctx context.Context) {
 		case <-t.C:
 			d.sweepOnce()
 		}
+	}
+}
+
+// sleep waits for d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
