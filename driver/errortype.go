@@ -68,32 +68,44 @@ func classLookupFailed(err error) error {
 // publishErrorType is the error_type of a failed NodePublishVolume, as the
 // upstream driver's NodePublishVolume reports the same failure.
 func publishErrorType(err error) string {
-	if t, ok := commonErrorType(err); ok {
-		return t
-	}
-	switch {
-	case isProviderLookup(err):
-		return errorTypeProviderNotFoundAtPublish
-	case isTargetPathProblem(err):
-		return errorTypeFailedToEnsureMountPoint
-	}
-	return errorTypeFailedToMount
+	return pathErrorTypes{
+		providerLookup: errorTypeProviderNotFoundAtPublish,
+		targetPath:     errorTypeFailedToEnsureMountPoint,
+		other:          errorTypeFailedToMount,
+	}.of(err)
 }
 
 // rotationErrorType is the error_type of a failed refresh of a mounted
 // volume, as the upstream driver's rotation reconciler reports the same
 // failure.
 func rotationErrorType(err error) string {
+	return pathErrorTypes{
+		providerLookup: errorTypeFailedToLookupProviderGRPCClient,
+		targetPath:     errorTypeUnexpectedTargetPath,
+		other:          errorTypeFailedToRotate,
+	}.of(err)
+}
+
+// pathErrorTypes are the error_types in which upstream's publish and
+// rotation paths differ: for a provider without a socket (or with an
+// invalid name), a target path it refuses, and any other failure.
+type pathErrorTypes struct {
+	providerLookup, targetPath, other string
+}
+
+// of is the error_type of err on the path: commonErrorType's, else the
+// path's own.
+func (p pathErrorTypes) of(err error) string {
 	if t, ok := commonErrorType(err); ok {
 		return t
 	}
 	switch {
 	case isProviderLookup(err):
-		return errorTypeFailedToLookupProviderGRPCClient
+		return p.providerLookup
 	case isTargetPathProblem(err):
-		return errorTypeUnexpectedTargetPath
+		return p.targetPath
 	}
-	return errorTypeFailedToRotate
+	return p.other
 }
 
 // commonErrorType is the error_type both of upstream's paths give a
