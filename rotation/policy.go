@@ -83,35 +83,32 @@ func ForClass(annotations map[string]string, node NodeDefaults) (Policy, []error
 				"the node's default (%s) applies", PolicyAnnotation, kind, p.Kind))
 		}
 	}
-	if v, ok := annotations[IntervalAnnotation]; ok {
-		d, err := parseDuration(IntervalAnnotation, v, "the node's --rotation-poll-interval applies")
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			p.Interval = d
-			if !hasKind {
-				p.Kind = Periodic
-			}
+	if d, ok := durationAnnotation(annotations, IntervalAnnotation, "the node's --rotation-poll-interval applies", &errs); ok {
+		p.Interval = d
+		if !hasKind {
+			p.Kind = Periodic
 		}
 	}
-	if v, ok := annotations[JitterAnnotation]; ok {
-		d, err := parseDuration(JitterAnnotation, v, "no jitter applies")
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			p.Jitter = d
-		}
+	if d, ok := durationAnnotation(annotations, JitterAnnotation, "no jitter applies", &errs); ok {
+		p.Jitter = d
 	}
 	return p, errs
 }
 
-func parseDuration(annotation, v, fallback string) (time.Duration, error) {
+// durationAnnotation returns the duration of annotation, and whether it is
+// set and valid. An invalid value is added to errs, naming fallback.
+func durationAnnotation(annotations map[string]string, annotation, fallback string, errs *[]error) (time.Duration, bool) {
+	v, ok := annotations[annotation]
+	if !ok {
+		return 0, false
+	}
 	d, err := time.ParseDuration(strings.TrimSpace(v))
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("annotation %s: %q is not a duration of 0 or more: use a Go duration such as 10m or 1h30m; %s",
-			annotation, v, fallback)
+		*errs = append(*errs, fmt.Errorf("annotation %s: %q is not a duration of 0 or more: use a Go duration such as 10m or 1h30m; %s",
+			annotation, v, fallback))
+		return 0, false
 	}
-	return d, nil
+	return d, true
 }
 
 // Backoff spaces the retries of a failing refresh: Initial after the first
