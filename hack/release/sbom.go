@@ -3,11 +3,11 @@ package main
 import (
 	"debug/buildinfo"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"sort"
 	"strings"
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
@@ -55,7 +55,7 @@ func imageBOM(p ociimage.Program, im image, binDirs map[string]string, version, 
 		Hashes:     &[]cdx.Hash{{Algorithm: cdx.HashAlgoSHA256, Value: im.digest.Hex}},
 		Properties: &[]cdx.Property{{Name: "keymount:image:reference", Value: im.ref}},
 	}
-	for _, arch := range sortedKeys(im.platforms) {
+	for _, arch := range slices.Sorted(maps.Keys(im.platforms)) {
 		*root.Properties = append(*root.Properties, cdx.Property{Name: "keymount:image:platform:linux/" + arch, Value: im.platforms[arch].String()})
 	}
 	modules := map[string]cdx.Component{}
@@ -77,7 +77,7 @@ func imageBOM(p ociimage.Program, im image, binDirs map[string]string, version, 
 	}
 	deps = append([]cdx.Dependency{{Ref: root.BOMRef, Dependencies: &binRefs}}, deps...)
 	var comps []cdx.Component
-	for _, ref := range sortedKeys(modules) {
+	for _, ref := range slices.Sorted(maps.Keys(modules)) {
 		comps = append(comps, modules[ref])
 	}
 	bom := cdx.NewBOM()
@@ -97,7 +97,7 @@ func imageBOM(p ociimage.Program, im image, binDirs map[string]string, version, 
 // components of its modules and Go toolchain.
 func binaryComponents(bin string, binDirs map[string]string, version string) (cdx.Component, []cdx.Component, error) {
 	var info *buildinfo.BuildInfo
-	for _, arch := range sortedKeys(binDirs) {
+	for _, arch := range slices.Sorted(maps.Keys(binDirs)) {
 		bi, err := buildinfo.ReadFile(filepath.Join(binDirs[arch], bin))
 		if err != nil {
 			return cdx.Component{}, nil, fmt.Errorf("build information of %s (%s): %w", bin, arch, err)
@@ -130,13 +130,4 @@ func binaryComponents(bin string, binDirs map[string]string, version string) (cd
 		mods = append(mods, c)
 	}
 	return comp, mods, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
