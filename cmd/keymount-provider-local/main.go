@@ -33,12 +33,9 @@ type config struct {
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
-	err := providercmd.Main("keymount-provider-local", version, cfg.printVersion, func(ctx context.Context) error {
+	os.Exit(providercmd.Main("keymount-provider-local", version, cfg.printVersion, func(ctx context.Context) error {
 		return run(ctx, cfg)
-	})
-	if err != nil {
-		os.Exit(1)
-	}
+	}))
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) *config {

@@ -37,14 +37,11 @@ type config struct {
 
 func main() {
 	cfg := parseFlags(flag.CommandLine, os.Args[1:])
-	err := providercmd.Main("keymount-provider-vault", version, cfg.printVersion, func(ctx context.Context) error {
+	os.Exit(providercmd.Main("keymount-provider-vault", version, cfg.printVersion, func(ctx context.Context) error {
 		cfg.upstream.ignored.Log()
 		ignoreEnvironmentToken()
 		return run(ctx, cfg)
-	})
-	if err != nil {
-		os.Exit(1)
-	}
+	}))
 }
 
 // ignoreEnvironmentToken drops VAULT_TOKEN from the environment: every

@@ -19,15 +19,18 @@ import (
 
 // Main is what a provider binary's main does once its flags are parsed:
 // with printVersion it prints "<binary> <version>"; else it keeps HTTP
-// bodies out of every log (logredact) and runs run as Run does. main
-// exits non-zero when it returns an error.
-func Main(binary, version string, printVersion bool, run func(context.Context) error) error {
+// bodies out of every log (logredact) and runs run as Run does. It returns
+// the exit code: 1 when run failed, else 0.
+func Main(binary, version string, printVersion bool, run func(context.Context) error) int {
 	if printVersion {
 		fmt.Println(binary + " " + version)
-		return nil
+		return 0
 	}
 	logredact.Install() // no HTTP body (Secrets, tokens) in any log, at any -v
-	return Run(binary, run)
+	if err := Run(binary, run); err != nil {
+		return 1
+	}
+	return 0
 }
 
 // Run calls run with a context that is cancelled on SIGINT or SIGTERM,
