@@ -29,15 +29,10 @@ var (
 		newObj:   func() client.Object { return &corev1.Secret{} },
 		newList:  func() client.ObjectList { return &corev1.SecretList{} },
 		items: func(l client.ObjectList) []client.Object {
-			sl, ok := l.(*corev1.SecretList)
-			if !ok {
-				return nil
+			if sl, ok := l.(*corev1.SecretList); ok {
+				return pointers(sl.Items)
 			}
-			out := make([]client.Object, len(sl.Items))
-			for i := range sl.Items {
-				out[i] = &sl.Items[i]
-			}
-			return out
+			return nil
 		},
 		content: func(src client.Object, ns, name string) client.Object {
 			out := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -53,15 +48,10 @@ var (
 		newObj:   func() client.Object { return &corev1.ConfigMap{} },
 		newList:  func() client.ObjectList { return &corev1.ConfigMapList{} },
 		items: func(l client.ObjectList) []client.Object {
-			cl, ok := l.(*corev1.ConfigMapList)
-			if !ok {
-				return nil
+			if cl, ok := l.(*corev1.ConfigMapList); ok {
+				return pointers(cl.Items)
 			}
-			out := make([]client.Object, len(cl.Items))
-			for i := range cl.Items {
-				out[i] = &cl.Items[i]
-			}
-			return out
+			return nil
 		},
 		content: func(src client.Object, ns, name string) client.Object {
 			out := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -72,3 +62,16 @@ var (
 		},
 	}
 )
+
+// pointers returns the items of a list as objects: a pointer to each, not
+// a copy.
+func pointers[T any, P interface {
+	*T
+	client.Object
+}](items []T) []client.Object {
+	out := make([]client.Object, len(items))
+	for i := range items {
+		out[i] = P(&items[i])
+	}
+	return out
+}
