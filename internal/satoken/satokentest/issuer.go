@@ -143,16 +143,7 @@ func (i *Issuer) SignClaims(tb testing.TB, claims any) string {
 // forgery when kid is another issuer's).
 func (i *Issuer) SignAs(tb testing.TB, kid string, claims any) string {
 	tb.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: i.alg(), Key: i.key},
-		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s, err := jwt.Signed(signer).Claims(claims).Serialize()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return s
+	return sign(tb, jose.SigningKey{Algorithm: i.alg(), Key: i.key}, kid, claims)
 }
 
 // Unsigned returns claims as a JWT of algorithm "none", naming the
@@ -173,8 +164,13 @@ func (i *Issuer) HMAC(tb testing.TB, claims any) string {
 	if k, ok := i.key.(*rsa.PrivateKey); ok {
 		der = x509.MarshalPKCS1PublicKey(&k.PublicKey)
 	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: der},
-		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", i.KeyID))
+	return sign(tb, jose.SigningKey{Algorithm: jose.HS256, Key: der}, i.KeyID, claims)
+}
+
+// sign returns claims as a JWT signed with key, naming key ID kid.
+func sign(tb testing.TB, key jose.SigningKey, kid string, claims any) string {
+	tb.Helper()
+	signer, err := jose.NewSigner(key, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
 	if err != nil {
 		tb.Fatal(err)
 	}

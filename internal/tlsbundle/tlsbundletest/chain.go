@@ -87,20 +87,24 @@ func CertPEM(c *x509.Certificate) []byte {
 func (c Chain) PKCS8PEM(t testing.TB) []byte {
 	t.Helper()
 	der, err := x509.MarshalPKCS8PrivateKey(c.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	return keyPEM(t, "PRIVATE KEY", der, err)
 }
 
 // ECPEM is the leaf key as a SEC 1 "EC PRIVATE KEY" block.
 func (c Chain) ECPEM(t testing.TB) []byte {
 	t.Helper()
 	der, err := x509.MarshalECPrivateKey(c.Key)
+	return keyPEM(t, "EC PRIVATE KEY", der, err)
+}
+
+// keyPEM is a key's DER as a PEM block of type typ; err is the error of
+// marshalling it.
+func keyPEM(t testing.TB, typ string, der []byte, err error) []byte {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
 
 // ParseKeyPEM parses a PEM private key the way a TLS server would.
