@@ -122,9 +122,9 @@ func TestCallerCancelDoesNotAbortOthers(t *testing.T) {
 	}
 }
 
-// TestInvalidateDuringRequest: a token asked for before Invalidate is not
-// cached after it.
-func TestInvalidateDuringRequest(t *testing.T) {
+// TestForgetDuringRequest: a token asked for before its service account is
+// forgotten is not cached after it.
+func TestForgetDuringRequest(t *testing.T) {
 	cs, api := newTokenAPI(t)
 	m := newManager(t, cs, api, Config{})
 	entered, release := api.holdRequests()
@@ -135,7 +135,7 @@ func TestInvalidateDuringRequest(t *testing.T) {
 		done <- err
 	}()
 	<-entered
-	m.Invalidate("ns", "sa", "aud")
+	m.forgetServiceAccount("ns", "sa")
 	release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestInvalidateDuringRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := api.count(); n != 2 {
-		t.Errorf("%d requests, want 2 (the one under way at Invalidate is not reused)", n)
+		t.Errorf("%d requests, want 2 (the one under way when forgotten is not reused)", n)
 	}
 }
 
@@ -158,35 +158,35 @@ func TestEviction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m.ForgetServiceAccount("ns1", "a")
-	if n := m.Len(); n != 2 {
-		t.Errorf("after ForgetServiceAccount: %d entries, want 2", n)
+	m.forgetServiceAccount("ns1", "a")
+	if n := m.entries(); n != 2 {
+		t.Errorf("after forgetServiceAccount: %d entries, want 2", n)
 	}
-	m.ForgetNamespace("ns1")
-	if n := m.Len(); n != 1 {
-		t.Errorf("after ForgetNamespace: %d entries, want 1", n)
+	m.forgetServiceAccount("ns1", "b")
+	if n := m.entries(); n != 1 {
+		t.Errorf("after forgetServiceAccount of ns1's other one: %d entries, want 1", n)
 	}
 
 	// NotFound: the service account or its namespace is gone.
-	m.Invalidate("ns2", "a")
+	m.forgetServiceAccount("ns2", "a")
 	api.setFail(apierrors.NewNotFound(schema.GroupResource{Resource: "serviceaccounts"}, "a"))
 	_, err := m.Tokens(ctx, "ns2", "a", []string{"x"})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("Tokens for a deleted service account: %v, want NotFound", err)
 	}
-	if n := m.Len(); n != 0 {
+	if n := m.entries(); n != 0 {
 		t.Errorf("after NotFound: %d entries, want 0", n)
 	}
 	api.setFail(errForbidden())
 	if _, err := m.Tokens(ctx, "ns3", "a", []string{"x"}); !apierrors.IsForbidden(err) {
 		t.Errorf("Tokens refused: %v, want Forbidden", err)
 	}
-	if n := m.Len(); n != 0 {
+	if n := m.entries(); n != 0 {
 		t.Errorf("after a failed first request: %d entries, want 0", n)
 	}
 }
 
-// TestPrune: expired tokens are dropped, by Prune and lazily by Tokens.
+// TestPrune: expired tokens are dropped, by prune and lazily by Tokens.
 func TestPrune(t *testing.T) {
 	cs, api := newTokenAPI(t)
 	m := newManager(t, cs, api, Config{})
@@ -200,19 +200,19 @@ func TestPrune(t *testing.T) {
 	if _, err := m.Tokens(ctx, "ns", "d", []string{"x"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := m.Prune(); n != 4 {
-		t.Errorf("Prune before any expiry left %d entries, want 4", n)
+	if n := m.prune(); n != 4 {
+		t.Errorf("prune before any expiry left %d entries, want 4", n)
 	}
 	api.clk.Step(6 * time.Minute) // a, b, c expired; d has 4 minutes left
 	if _, err := m.Tokens(ctx, "ns", "e", []string{"x"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := m.Len(); n != 2 {
+	if n := m.entries(); n != 2 {
 		t.Errorf("Tokens a minute after the last prune left %d entries, want 2 (d, e)", n)
 	}
 	api.clk.Step(10 * time.Minute)
-	if n := m.Prune(); n != 0 {
-		t.Errorf("Prune after every expiry left %d entries, want 0", n)
+	if n := m.prune(); n != 0 {
+		t.Errorf("prune after every expiry left %d entries, want 0", n)
 	}
 }
 
@@ -229,7 +229,7 @@ func TestDeletedServiceAccountDuringRenewal(t *testing.T) {
 	if got, err := m.Tokens(t.Context(), "ns", "sa", []string{"aud"}); !apierrors.IsNotFound(err) || got != "" {
 		t.Errorf("renewal for a deleted service account = %q, %v; want NotFound", got, err)
 	}
-	if n := m.Len(); n != 0 {
+	if n := m.entries(); n != 0 {
 		t.Errorf("%d entries, want 0", n)
 	}
 }
@@ -247,7 +247,7 @@ func TestCacheDoesNotGrow(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n := m.Len(); n > perRound {
+		if n := m.entries(); n > perRound {
 			t.Fatalf("round %d: %d entries, want at most %d", round, n, perRound)
 		}
 		api.clk.Step(11 * time.Minute)

@@ -21,16 +21,14 @@
 // Tokens live in memory only, one per (namespace, service account,
 // audience), and are never logged, put in an error or written anywhere. A
 // token is renewed when less than Config.RenewFraction (default 20 %) of its
-// lifetime remains, at once after Invalidate (a provider refused it), and
-// whenever it has expired; while a renewal fails a token that has not yet
+// lifetime remains and whenever it has expired; while a renewal fails a token that has not yet
 // expired is still returned, as kubelet does (unless the renewal found the
 // service account gone). Concurrent callers for the same
 // key share one request (singleflight), which a caller's cancellation does
 // not abort for the others.
 //
 // The cache holds no more than the keys in use: expired entries are dropped
-// (Prune, also run lazily by Tokens at most once a minute), a TokenRequest
-// answered NotFound (service account or namespace gone) evicts that service
-// account's entries, and the controller's informers call
-// ForgetServiceAccount and ForgetNamespace on deletions.
+// (by Tokens, at most once a minute) and a TokenRequest answered NotFound
+// (service account or namespace gone) evicts that service account's
+// entries.
 package tokens

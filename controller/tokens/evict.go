@@ -1,33 +1,9 @@
 package tokens
 
-// Invalidate drops the cached tokens of serviceAccount in namespace for the
-// given audiences (all of its audiences when none are given), e.g. after a
-// provider refused one: the next Tokens call requests new ones, and a
-// request already running is not cached.
-func (m *Manager) Invalidate(namespace, serviceAccount string, audiences ...string) {
-	if len(audiences) == 0 {
-		m.ForgetServiceAccount(namespace, serviceAccount)
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, aud := range audiences {
-		k := key{namespace, serviceAccount, aud}
-		delete(m.slots, k)
-		m.group.Forget(k.String())
-	}
-}
-
-// ForgetServiceAccount drops every token of serviceAccount in namespace:
-// call it when the service account is deleted (its tokens died with it).
-func (m *Manager) ForgetServiceAccount(namespace, serviceAccount string) {
+// forgetServiceAccount drops every token of serviceAccount in namespace:
+// the service account is gone (its tokens died with it).
+func (m *Manager) forgetServiceAccount(namespace, serviceAccount string) {
 	m.forget(func(k key) bool { return k.namespace == namespace && k.serviceAccount == serviceAccount })
-}
-
-// ForgetNamespace drops every token of every service account in namespace:
-// call it when the namespace is deleted.
-func (m *Manager) ForgetNamespace(namespace string) {
-	m.forget(func(k key) bool { return k.namespace == namespace })
 }
 
 func (m *Manager) forget(match func(key) bool) {
@@ -41,9 +17,9 @@ func (m *Manager) forget(match func(key) bool) {
 	}
 }
 
-// Prune drops every expired token and returns how many entries remain.
+// prune drops every expired token and returns how many entries remain.
 // Tokens calls it by itself at most once a minute.
-func (m *Manager) Prune() int {
+func (m *Manager) prune() int {
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -56,19 +32,19 @@ func (m *Manager) Prune() int {
 	return len(m.slots)
 }
 
-// Len returns the number of cached entries (tokens and requests under way).
-func (m *Manager) Len() int {
+// entries returns the number of cached entries (tokens and requests under way).
+func (m *Manager) entries() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.slots)
 }
 
-// maybePrune runs Prune when the last one is a pruneInterval old.
+// maybePrune runs prune when the last one is a pruneInterval old.
 func (m *Manager) maybePrune() {
 	m.mu.Lock()
 	due := m.clock.Since(m.lastPrune) >= pruneInterval
 	m.mu.Unlock()
 	if due {
-		m.Prune()
+		m.prune()
 	}
 }

@@ -218,7 +218,7 @@ func (m *Manager) request(ctx context.Context, k key, s *slot) (*authenticationv
 	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			m.ForgetServiceAccount(k.namespace, k.serviceAccount)
+			m.forgetServiceAccount(k.namespace, k.serviceAccount)
 		} else {
 			m.drop(k, s)
 		}

@@ -162,26 +162,3 @@ func TestRenewalFailure(t *testing.T) {
 		t.Errorf("after the API server recovers: %v", err)
 	}
 }
-
-func TestInvalidate(t *testing.T) {
-	cs, api := newTokenAPI(t)
-	m := newManager(t, cs, api, Config{})
-	auds := []string{"a", "b"}
-	if _, err := m.Tokens(t.Context(), "ns", "sa", auds); err != nil {
-		t.Fatal(err)
-	}
-	m.Invalidate("ns", "sa", "a")
-	if _, err := m.Tokens(t.Context(), "ns", "sa", auds); err != nil {
-		t.Fatal(err)
-	}
-	if n := api.count(); n != 3 {
-		t.Errorf("after Invalidate of one audience: %d requests, want 3", n)
-	}
-	m.Invalidate("ns", "sa")
-	if _, err := m.Tokens(t.Context(), "ns", "sa", auds); err != nil {
-		t.Fatal(err)
-	}
-	if n := api.count(); n != 5 {
-		t.Errorf("after Invalidate of all audiences: %d requests, want 5", n)
-	}
-}

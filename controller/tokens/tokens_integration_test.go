@@ -77,11 +77,11 @@ func TestTokenRequestAgainstAPIServer(t *testing.T) {
 	if err := cs.CoreV1().ServiceAccounts(ns.Name).Delete(ctx, sa.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m.Invalidate(ns.Name, sa.Name)
+	m.ForgetServiceAccount(ns.Name, sa.Name)
 	if _, err := m.Tokens(ctx, ns.Name, sa.Name, []string{aud}); !apierrors.IsNotFound(err) {
 		t.Errorf("Tokens of a deleted service account: %v, want NotFound", err)
 	}
-	if n := m.Len(); n != 0 {
+	if n := m.Entries(); n != 0 {
 		t.Errorf("%d cache entries after NotFound, want 0", n)
 	}
 }
