@@ -6,13 +6,13 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/keymount/keymount/tests/poll"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,9 +27,6 @@ import (
 	"github.com/keymount/keymount/tests/ctrltest"
 	"github.com/keymount/keymount/tests/k8senv"
 )
-
-// eventually is how long a test waits for the controller.
-const eventually = 60 * time.Second
 
 // fixture is a real API server with keymount's CRDs and the SecretMirror
 // reconciler running against it, with the manager's cache as
@@ -126,14 +123,6 @@ func (f *fixture) mirror(t *testing.T, ns, name, source string, policy mirrorsv1
 	return m
 }
 
-// until polls cond until it holds; what describes the state awaited.
-func until(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, eventually, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
 // secret reads ns/name; nil when it does not exist.
 func (f *fixture) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
@@ -148,7 +137,7 @@ func (f *fixture) secret(ctx context.Context, ns, name string) (*corev1.Secret, 
 func (f *fixture) copyHolds(t *testing.T, ns, name, v string) *corev1.Secret {
 	t.Helper()
 	var got *corev1.Secret
-	until(t, "the copy "+ns+"/"+name+" with k="+v, func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the copy "+ns+"/"+name+" with k="+v, func(ctx context.Context) (bool, error) {
 		s, err := f.secret(ctx, ns, name)
 		got = s
 		return s != nil && string(s.Data["k"]) == v, err
@@ -159,7 +148,7 @@ func (f *fixture) copyHolds(t *testing.T, ns, name, v string) *corev1.Secret {
 // gone waits until ns/name does not exist.
 func (f *fixture) gone(t *testing.T, ns, name string) {
 	t.Helper()
-	until(t, ns+"/"+name+" deleted", func(ctx context.Context) (bool, error) {
+	poll.Until(t, ns+"/"+name+" deleted", func(ctx context.Context) (bool, error) {
 		s, err := f.secret(ctx, ns, name)
 		return s == nil, err
 	})
@@ -170,7 +159,7 @@ func (f *fixture) gone(t *testing.T, ns, name string) {
 func (f *fixture) status(t *testing.T, ns, name string, want mirrorsv1alpha2.MirrorStatus, msg string) *mirrorsv1alpha2.SecretMirror {
 	t.Helper()
 	m := &mirrorsv1alpha2.SecretMirror{}
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, eventually, true, func(ctx context.Context) (bool, error) {
+	err := poll.Wait(t.Context(), poll.Deadline, func(ctx context.Context) (bool, error) {
 		if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m); err != nil {
 			return false, err
 		}
@@ -188,7 +177,7 @@ func (f *fixture) status(t *testing.T, ns, name string, want mirrorsv1alpha2.Mir
 // note contains note.
 func (f *fixture) event(t *testing.T, ns, name, reason, note string) {
 	t.Helper()
-	until(t, "event "+reason+" on "+ns+"/"+name, func(ctx context.Context) (bool, error) {
+	poll.Until(t, "event "+reason+" on "+ns+"/"+name, func(ctx context.Context) (bool, error) {
 		list, err := f.cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

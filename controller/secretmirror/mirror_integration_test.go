@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/keymount/keymount/tests/poll"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,7 +109,7 @@ func (f *fixture) testInStep(t *testing.T) {
 	if err := f.c.Update(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "the hand edit undone", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "the hand edit undone", func(ctx context.Context) (bool, error) {
 		s, err := f.secret(ctx, "step-2", "creds")
 		return s != nil && string(s.Data["k"]) == "v2" && string(s.Data["extra"]) == "x", err
 	})
@@ -163,7 +165,7 @@ func (f *fixture) mirrorGone(t *testing.T, ns, name string) {
 	if err := f.c.Delete(t.Context(), &mirrorsv1alpha2.SecretMirror{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "SecretMirror "+ns+"/"+name+" deleted", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "SecretMirror "+ns+"/"+name+" deleted", func(ctx context.Context) (bool, error) {
 		err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &mirrorsv1alpha2.SecretMirror{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})

@@ -6,6 +6,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/keymount/keymount/tests/poll"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -56,7 +58,7 @@ func (f *fixture) deleteNamespace(t *testing.T, name string) {
 	if err := f.cs.CoreV1().Namespaces().Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "namespace "+name+" removed by the namespace controller", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "namespace "+name+" removed by the namespace controller", func(ctx context.Context) (bool, error) {
 		_, err := f.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keymount/keymount/tests/poll"
+
 	vaultapi "github.com/hashicorp/vault/api"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,7 +74,7 @@ func testVaultKubernetes(t *testing.T, f *fixture, v *vaultenv.Vault) {
 	f.status(t, "vk-src", "db", mirrorsv1alpha2.MirrorStatusActive, "Vault secret /secret/data/team/db copied to 2 namespaces")
 	reads := v.Audit(t).Count("read", "secret/data/team/db")
 	// Polls of the unchanged secret: metadata reads, no more full reads.
-	until(t, "three metadata reads of secret/metadata/team/db", func(context.Context) (bool, error) {
+	poll.Until(t, "three metadata reads of secret/metadata/team/db", func(context.Context) (bool, error) {
 		return v.Audit(t).Count("read", "secret/metadata/team/db") >= 3, nil
 	})
 	a := v.Audit(t)

@@ -13,7 +13,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/keymount/keymount/internal/satoken"
@@ -198,12 +197,4 @@ func params(role, objects string, extra ...string) map[string]string {
 		p[extra[i]] = extra[i+1]
 	}
 	return p
-}
-
-// poll waits for cond with the shared deadline.
-func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, eventually, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keymount/keymount/tests/poll"
+
 	"github.com/keymount/keymount/provider/vault"
 	"github.com/keymount/keymount/provider/vault/spec"
 	"github.com/keymount/keymount/tests/vaultenv"
@@ -168,7 +170,7 @@ func (r *rig) testSharedLease(t *testing.T) {
 		t.Errorf("%d AWS credentials issued for three replicas with %s, want 1", d, spec.KeyShare)
 	}
 	pod := r.pod(t, "shared", "app", "p4")
-	poll(t, "a renewal of the 6s lease", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "a renewal of the 6s lease", func(ctx context.Context) (bool, error) {
 		f, _ := files(r.mustMount(t, p, mount{pod: pod, params: ps}))
 		if f["creds"] != first {
 			t.Fatalf("the lease was issued again (%q), not renewed", f["creds"])
@@ -187,13 +189,13 @@ func (r *rig) testRevoke(t *testing.T) {
 	revoked := r.count(t, "update", "auth/token/revoke-self")
 	lease := leaseOf(t, r.mustMount(t, p, mount{pod: r.pod(t, "revoke", "app", "p1"), params: params("app",
 		"- {objectName: lease, secretPath: aws/creds/app}")}))
-	poll(t, "revoke-self once the volume is idle", func(ctx context.Context) (bool, error) {
+	poll.Until(t, "revoke-self once the volume is idle", func(ctx context.Context) (bool, error) {
 		p.Maintain(ctx)
 		return r.count(t, "update", "auth/token/revoke-self") > revoked, nil
 	})
 	// revoke-self expires the token's leases at once; Vault's expiration
 	// manager revokes them in the background.
-	poll(t, "Vault to revoke the lease of the revoked login", func(context.Context) (bool, error) {
+	poll.Until(t, "Vault to revoke the lease of the revoked login", func(context.Context) (bool, error) {
 		return !r.leaseExists(t, lease), nil
 	})
 }
