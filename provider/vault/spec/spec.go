@@ -95,12 +95,6 @@ type Defaults struct {
 	TLS            TLS
 }
 
-// Parse reads the attributes of a mount request, with no defaults but
-// vault-csi-provider's own.
-func Parse(attrs map[string]string, perm os.FileMode) (*Spec, error) {
-	return Defaults{}.Parse(attrs, perm)
-}
-
 // Parse reads the attributes of a mount request; d fills the parameters
 // the class does not set.
 func (d Defaults) Parse(attrs map[string]string, perm os.FileMode) (*Spec, error) {

@@ -44,7 +44,7 @@ func attrs(extra map[string]string) map[string]string {
 
 // TestParse: every vault-csi-provider v1.7 parameter and its default.
 func TestParse(t *testing.T) {
-	s, err := Parse(attrs(map[string]string{
+	s, err := Defaults{}.Parse(attrs(map[string]string{
 		KeyAddress: "https://vault.example:8200/", KeyNamespace: "team-a", KeyKubeMount: "k8s",
 		KeyCACert: "/ca.pem", KeyCADir: "/cas", KeyTLSServerName: "vault", KeyClientCert: "/c.pem", KeyClientKey: "/c.key",
 		KeySkipVerify: "true", KeyShare: "true", KeyRevoke: "true",
@@ -73,7 +73,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseDefaultsAndPrecedence(t *testing.T) {
-	s, err := Parse(attrs(map[string]string{KeyAuthMount: "/auth/jwt/", KeyKubeMount: "k8s", KeyAudience: "other"}), 0o644)
+	s, err := Defaults{}.Parse(attrs(map[string]string{KeyAuthMount: "/auth/jwt/", KeyKubeMount: "k8s", KeyAudience: "other"}), 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestParseDefaultsAndPrecedence(t *testing.T) {
 		t.Errorf("auth mount %q audience %q token of audience other %t; want jwt (vaultAuthMountPath wins), other, true",
 			s.AuthMount, s.Audience, s.Token == "tok-other")
 	}
-	s, err = Parse(attrs(nil), 0o644)
+	s, err = Defaults{}.Parse(attrs(nil), 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestParseErrors(t *testing.T) {
 		{"share without class", map[string]string{KeyShare: "true", KeyClass: "-"}, "shareAcrossReplicas needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse(attrs(tc.extra), 0o644)
+			_, err := Defaults{}.Parse(attrs(tc.extra), 0o644)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Parse error = %v, want one containing %q", err, tc.want)
 			}
