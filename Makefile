@@ -147,13 +147,14 @@ NODE_OLDEST_IN_TEST = ^(TestFailedRepublishOfUnmountedTarget|TestPodReadsItsSecr
 test-release: require-root image buildah ## The release tier: make release end to end and the Dockerfile built with buildah (needs root)
 	GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags release ./hack/...
 
-# The Vault tier (build tag vault): tests/vaultenv, provider/vault, the
-# SecretMirror and controller tests against a real Vault, and the Vault
-# tests of the end-to-end suite (tests/e2e/vault_test.go). `make test` runs
-# it with everything else; this target runs it alone.
+# The Vault tier (build tag vault): tests/vaultenv, the Vault login cache
+# (internal/vaultlogin), provider/vault, the SecretMirror and controller
+# tests against a real Vault, and the Vault tests of the end-to-end suite
+# (tests/e2e/vault_test.go). `make test` runs it with everything else; this
+# target runs it alone.
 .PHONY: test-vault
 test-vault: require-root k8s-env vault-env ## The Vault tier: a real Vault v1.14.2 (built once) with the real API server (needs root)
-	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration,vault ./tests/vaultenv/... ./provider/vault/... ./controller/secretmirror/... ./cmd/keymount-controller/...
+	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags integration,vault ./tests/vaultenv/... ./internal/vaultlogin/... ./provider/vault/... ./controller/secretmirror/... ./cmd/keymount-controller/...
 	KUBEBUILDER_ASSETS='$(K8S_ASSETS)' VAULT_BIN='$(VAULT_BIN)' GO='$(GO)' bash hack/gotest.sh $(TEST_FLAGS) -tags vault -run '^TestVault' ./tests/e2e/...
 
 .PHONY: test-unit
