@@ -15,16 +15,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/keymount/keymount/internal/kube"
-	"github.com/keymount/keymount/internal/kube/crreader"
 )
 
 // Reader returns r as a kube.Reader.
-func Reader(r client.Reader) kube.Reader { return crreader.New(r) }
+func Reader(r client.Reader) kube.Reader { return reader{r} }
+
+type reader struct{ r client.Reader }
+
+func (a reader) Get(ctx context.Context, key types.NamespacedName, obj kube.Object) error {
+	return a.r.Get(ctx, key, obj)
+}
+
+func (a reader) List(ctx context.Context, list kube.ObjectList, opts kube.ListOptions) error {
+	return a.r.List(ctx, list, &client.ListOptions{
+		Namespace: opts.Namespace, LabelSelector: opts.Labels, FieldSelector: opts.Fields, Limit: opts.Limit,
+	})
+}
 
 // Client returns c as a kube.Client. Each call is the one call of c that
 // does the same, so interceptors and wrappers of c see every request: an
 // Apply is c.Apply.
-func Client(c client.Client) kube.Client { return adapter{crreader.New(c), c} }
+func Client(c client.Client) kube.Client { return adapter{reader{c}, c} }
 
 type adapter struct {
 	kube.Reader
