@@ -3,6 +3,8 @@ package driver
 import (
 	"errors"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
@@ -14,7 +16,10 @@ import (
 // rotation_reconcile_error_total: the upstream driver's reason strings
 // (its pkg/errors), so that alerts written for it keep matching. Besides
 // these, a provider's own MountResponse error code is the error_type, as
-// upstream reports it. keymount's gRPC code is the separate grpc_code label.
+// upstream reports it, when it is the name of a gRPC code (what keymount's
+// providers send) or one of these reasons; any other code a provider sends
+// counts as GRPCProviderError, so that the label has a fixed set of
+// values. keymount's gRPC code is the separate grpc_code label.
 const (
 	// errorTypeFailedToMount is upstream's default for a failed publish.
 	errorTypeFailedToMount = "FailedToMount"
@@ -116,7 +121,7 @@ func commonErrorType(err error) (string, bool) {
 	case errors.Is(err, errClassLookup), errors.Is(err, class.ErrNotFound):
 		return errorTypeSecretProviderClassNotFound, true
 	case errors.As(err, &perr) && perr.ErrorCode != "":
-		return perr.ErrorCode, true // the provider's own code, as upstream reports it
+		return providerErrorType(perr.ErrorCode), true // the provider's own code, as upstream reports it
 	case errors.Is(err, providerclient.ErrProviderFailed), errors.Is(err, providerclient.ErrInvalidResponse):
 		return errorTypeGRPCProviderError, true
 	case errors.Is(err, errTooLarge), errors.Is(err, errInvalidProviderFile), errors.Is(err, atomicwrite.ErrNoSpace),
@@ -124,6 +129,25 @@ func commonErrorType(err error) (string, bool) {
 		return errorTypeFileWriteError, true
 	}
 	return "", false
+}
+
+// providerErrorType is the error_type of a provider's own error code: the
+// code when it names a gRPC code or is one of upstream's reasons, else
+// GRPCProviderError. A provider's codes are its own strings: a fixed set
+// keeps a provider that puts request data in them from adding series.
+func providerErrorType(code string) string {
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if c.String() == code {
+			return code
+		}
+	}
+	switch code {
+	case errorTypeFailedToMount, errorTypeFailedToEnsureMountPoint, errorTypeSecretProviderClassNotFound,
+		errorTypeGRPCProviderError, errorTypeFileWriteError, errorTypeFailedToRotate,
+		errorTypeFailedToLookupProviderGRPCClient, errorTypeUnexpectedTargetPath:
+		return code
+	}
+	return errorTypeGRPCProviderError
 }
 
 func isProviderLookup(err error) bool {

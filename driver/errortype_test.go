@@ -35,8 +35,14 @@ func TestErrorTypes(t *testing.T) {
 			"SecretProviderClassNotFound", "SecretProviderClassNotFound"},
 		{"class invalid", classLookupFailed(fmt.Errorf("%w: spec.provider is empty", class.ErrInvalid)),
 			"FailedToMount", "FailedToRotate"},
-		{"provider's own code", wrap(&providerclient.ProviderError{Provider: "aws", Code: codes.PermissionDenied, ErrorCode: "AccessDeniedException"}),
-			"AccessDeniedException", "AccessDeniedException"},
+		{"provider's own code, a gRPC code's name", wrap(&providerclient.ProviderError{Provider: "aws", Code: codes.PermissionDenied, ErrorCode: "PermissionDenied"}),
+			"PermissionDenied", "PermissionDenied"},
+		{"provider's own code, upstream's reason", wrap(&providerclient.ProviderError{Provider: "aws", Code: codes.Internal, ErrorCode: "FileWriteError"}),
+			"FileWriteError", "FileWriteError"},
+		{"provider's own code, any other string", wrap(&providerclient.ProviderError{Provider: "aws", Code: codes.PermissionDenied, ErrorCode: "AccessDeniedException"}),
+			"GRPCProviderError", "GRPCProviderError"},
+		{"provider's own code, request data in it", wrap(&providerclient.ProviderError{Provider: "aws", Code: codes.Internal, ErrorCode: "no-such-object-db-7f3a"}),
+			"GRPCProviderError", "GRPCProviderError"},
 		{"provider call failed", wrap(&providerclient.ProviderError{Provider: "aws", Code: codes.Unavailable}),
 			"GRPCProviderError", "GRPCProviderError"},
 		{"provider answer broke the contract", wrap(fmt.Errorf("%w: no object_version", providerclient.ErrInvalidResponse)),
@@ -107,11 +113,11 @@ func TestErrorTypesThroughTheNode(t *testing.T) {
 		m.take(&m.publishes)
 	}
 
-	fail(&providerclient.ProviderError{Provider: "scripted", Code: codes.PermissionDenied, ErrorCode: "AccessDeniedException"})
+	fail(&providerclient.ProviderError{Provider: "scripted", Code: codes.PermissionDenied, ErrorCode: "PermissionDenied"})
 	if err := n.publish(t, n.target("fresh")); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("provider's code: %v", err)
 	}
-	m.check(t, "provider's code", &m.publishTypes, "AccessDeniedException")
+	m.check(t, "provider's code", &m.publishTypes, "PermissionDenied")
 	m.take(&m.publishes)
 	fail(&providerclient.ProviderError{Provider: "scripted", Code: codes.Unavailable})
 	publishFails("provider down", codes.Unavailable, "GRPCProviderError")

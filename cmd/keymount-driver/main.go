@@ -168,7 +168,7 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	decider := &rotation.Decider{Node: cfg.rotation, Backoff: cfg.backoff}
 	deps := driver.Deps{Providers: providers, Volumes: volumes, Refresh: decider}
-	m := newMetrics(cfg, &deps)
+	m := newMetrics(cfg, &deps, providers.Found)
 	dc, err := connect(ctx, cfg, &deps, m)
 	if err != nil {
 		return err

@@ -19,11 +19,14 @@ const defaultMetricsAddr = ":8095"
 
 // newMetrics returns the driver's metrics when --metrics-addr is set, and
 // has deps report to them (provider calls timed); nil when it is empty.
-func newMetrics(cfg *config, deps *driver.Deps) *metrics.Metrics {
+// found tells which providers' sockets the provider client has found: only
+// those are labelled by name.
+func newMetrics(cfg *config, deps *driver.Deps, found func(provider string) bool) *metrics.Metrics {
 	if cfg.metricsAddr == "" {
 		return nil
 	}
 	m := metrics.New()
+	m.ProvidersFound(found)
 	deps.Metrics = m
 	deps.Providers = driver.MeteredProviders(deps.Providers, m)
 	return m

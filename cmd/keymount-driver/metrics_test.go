@@ -114,7 +114,7 @@ func TestMetricsAddrOff(t *testing.T) {
 	}
 	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--metrics-addr="})
 	deps := driver.Deps{}
-	if m := newMetrics(cfg, &deps); m != nil || deps.Metrics != nil {
+	if m := newMetrics(cfg, &deps, func(string) bool { return true }); m != nil || deps.Metrics != nil {
 		t.Errorf("--metrics-addr= made metrics %v", m)
 	}
 	stop, err := serveEndpoints(t.Context(), cfg, nil, nil, nil)

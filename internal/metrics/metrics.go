@@ -68,12 +68,16 @@ type Metrics struct {
 	queue atomic.Pointer[func() (int, time.Duration)]
 	// providerHealth reports keymount_provider_healthy.
 	providerHealth providerHealthCollector
+	// providers bounds every provider label: a name whose socket the
+	// driver never found counts as UnknownProvider.
+	providers ProviderLabels
 }
 
 // New returns Metrics registered on a registry of their own, with the Go
 // runtime and process collectors.
 func New() *Metrics {
 	m := &Metrics{reg: newRegistry()}
+	m.providerHealth.providers = &m.providers
 	osType := prometheus.Labels{labelOSType: runtime.GOOS}
 	f := factory{reg: m.reg}
 	m.nodePublish = f.counterVec(prometheus.CounterOpts{
@@ -151,13 +155,21 @@ func New() *Metrics {
 	return m
 }
 
+// ProvidersFound bounds the provider labels: a provider keeps its name
+// only when found(name) is true (the provider client's Found: its socket
+// was found); any other counts as UnknownProvider. Until it is called,
+// every provider counts as UnknownProvider.
+func (m *Metrics) ProvidersFound(found func(provider string) bool) {
+	m.providers.SetFound(found)
+}
+
 // Registry is the registry every metric is on.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // NodePublish counts one successful NodePublishVolume call.
 func (m *Metrics) NodePublish(provider string, took time.Duration) {
 	m.publishDuration.Observe(took.Seconds())
-	m.nodePublish.WithLabelValues(provider).Inc()
+	m.nodePublish.WithLabelValues(m.providers.Label(provider)).Inc()
 }
 
 // NodePublishFailed counts one failed NodePublishVolume call in
@@ -165,7 +177,7 @@ func (m *Metrics) NodePublish(provider string, took time.Duration) {
 // gRPC code kubelet got as grpc_code.
 func (m *Metrics) NodePublishFailed(provider, errorType string, code codes.Code, took time.Duration) {
 	m.publishDuration.Observe(took.Seconds())
-	m.nodePublishErrors.WithLabelValues(provider, errorType, grpcCode(code)).Inc()
+	m.nodePublishErrors.WithLabelValues(m.providers.Label(provider), errorType, grpcCode(code)).Inc()
 }
 
 // NodeUnpublish counts one NodeUnpublishVolume call.
@@ -180,13 +192,13 @@ func (m *Metrics) NodeUnpublish(err error, took time.Duration) {
 
 // ProviderCall times one Mount call to a provider.
 func (m *Metrics) ProviderCall(provider string, code codes.Code, took time.Duration) {
-	m.providerCallDuration.WithLabelValues(provider, code.String()).Observe(took.Seconds())
+	m.providerCallDuration.WithLabelValues(m.providers.Label(provider), CodeLabel(code)).Observe(took.Seconds())
 }
 
 // ProviderUnpublish counts one Unpublish call of keymount's provider
 // extension.
 func (m *Metrics) ProviderUnpublish(provider string, code codes.Code) {
-	m.providerUnpublish.WithLabelValues(provider, code.String()).Inc()
+	m.providerUnpublish.WithLabelValues(m.providers.Label(provider), CodeLabel(code)).Inc()
 }
 
 // RefreshDecision counts one decision about a mounted volume.
@@ -200,10 +212,10 @@ func (m *Metrics) RefreshDecision(decision string) {
 func (m *Metrics) RotationReconcile(provider string, rotated bool, errType string, took time.Duration) {
 	r := strconv.FormatBool(rotated)
 	if errType != "" {
-		m.rotationErrors.WithLabelValues(provider, r, errType).Inc()
+		m.rotationErrors.WithLabelValues(m.providers.Label(provider), r, errType).Inc()
 		return
 	}
-	m.rotationReconcile.WithLabelValues(provider, r).Inc()
+	m.rotationReconcile.WithLabelValues(m.providers.Label(provider), r).Inc()
 	m.rotationDuration.Observe(took.Seconds())
 }
 
@@ -212,7 +224,7 @@ func (m *Metrics) RotationReconcile(provider string, rotated bool, errType strin
 // sync_k8s_secret_duration_sec, and keymount_secret_sync_writes_total or
 // keymount_secret_sync_skipped_total by whether it was written.
 func (m *Metrics) SecretSynced(provider string, written bool, took time.Duration) {
-	m.syncSecret.WithLabelValues(provider).Inc()
+	m.syncSecret.WithLabelValues(m.providers.Label(provider)).Inc()
 	m.syncSecretDuration.Observe(took.Seconds())
 	if written {
 		m.secretWrites.Inc()
@@ -237,10 +249,21 @@ func (m *Metrics) writeQueue() (int, time.Duration) {
 }
 
 // grpcCode is the grpc_code of a failed CSI call: the gRPC code kubelet
-// got (Internal for an error that carries none).
+// got (Internal for an error that carries none, or a code gRPC does not
+// define).
 func grpcCode(c codes.Code) string {
-	if c == codes.Unknown || c == codes.OK {
+	if c == codes.Unknown || c == codes.OK || c > codes.Unauthenticated {
 		c = codes.Internal
+	}
+	return c.String()
+}
+
+// CodeLabel is the code label of a call's gRPC code: its name, one of the
+// 17 gRPC defines; Unknown for any other number (a provider may answer
+// with any), which would otherwise print as Code(n).
+func CodeLabel(c codes.Code) string {
+	if c > codes.Unauthenticated {
+		c = codes.Unknown
 	}
 	return c.String()
 }

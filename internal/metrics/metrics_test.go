@@ -22,7 +22,7 @@ import (
 // its names, labels and os_type, count what happened and nothing else; the
 // duration histograms count every call.
 func TestCSICalls(t *testing.T) {
-	m := New()
+	m := newFound("aws", "local", "vault")
 	m.NodePublish("aws", time.Millisecond)
 	m.NodePublish("aws", time.Millisecond)
 	m.NodePublish("local", time.Millisecond)
@@ -66,7 +66,7 @@ node_unpublish_error_total{os_type=%[1]q} 1
 // success in rotation_reconcile_total and the duration histogram (buckets
 // up to minutes), a failure in rotation_reconcile_error_total only.
 func TestRotation(t *testing.T) {
-	m := New()
+	m := newFound("aws", "local", "vault")
 	m.RotationReconcile("aws", true, "", 400*time.Millisecond)
 	m.RotationReconcile("aws", false, "", 90*time.Second)
 	m.RotationReconcile("aws", false, "", 20*time.Minute)
@@ -110,7 +110,7 @@ rotation_reconcile_duration_sec_count{os_type=%[1]q} 3
 }
 
 func TestProviderCalls(t *testing.T) {
-	m := New()
+	m := newFound("aws", "local", "vault")
 	m.ProviderCall("aws", codes.OK, 3*time.Millisecond)
 	m.ProviderCall("aws", codes.OK, 2*time.Second)
 	m.ProviderCall("aws", codes.Unavailable, 10*time.Millisecond)
@@ -134,7 +134,7 @@ func TestProviderCalls(t *testing.T) {
 
 // TestRefreshDecisions: every decision shows from the start, at 0.
 func TestRefreshDecisions(t *testing.T) {
-	m := New()
+	m := newFound("aws", "local", "vault")
 	m.RefreshDecision(rotation.DecisionNotDue)
 	m.RefreshDecision(rotation.DecisionNotDue)
 	m.RefreshDecision(rotation.DecisionTriggered)
@@ -157,7 +157,7 @@ func TestRefreshDecisions(t *testing.T) {
 // sync_k8s_secret_duration_sec (upstream's buckets, continued), written or
 // not; keymount's own counters tell the two apart.
 func TestSecretSync(t *testing.T) {
-	m := New()
+	m := newFound("aws", "local", "vault")
 	m.SecretSynced("aws", true, 350*time.Millisecond)
 	m.SecretSynced("aws", false, 50*time.Millisecond)
 	m.SecretSynced("vault", false, 90*time.Second)
@@ -197,7 +197,7 @@ sync_k8s_secret_duration_sec_count{os_type=%[1]q} 3
 }
 
 func TestWriteQueue(t *testing.T) {
-	m := New()
+	m := newFound("aws", "local", "vault")
 	queue := `
 # HELP keymount_api_write_queue_depth Volumes whose pod status or Secret sync waits to be written to the API server (including retries).
 # TYPE keymount_api_write_queue_depth gauge
@@ -220,7 +220,7 @@ keymount_api_write_queue_oldest_seconds %v
 // own metrics follow Prometheus' naming rules (upstream's names are kept as
 // they are, _sec included).
 func TestRegistry(t *testing.T) {
-	m := New()
+	m := newFound("aws", "local", "vault")
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestRegistry(t *testing.T) {
 }
 
 func TestHandler(t *testing.T) {
-	m := New()
+	m := newFound("aws", "local", "vault")
 	m.NodeUnpublish(nil, time.Millisecond)
 	health := http.NewServeMux()
 	health.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })

@@ -7,7 +7,8 @@ import (
 )
 
 // providerHealthDesc is keymount_provider_healthy: one series per provider
-// the driver's background health check asked.
+// the driver's background health check asked, by its provider label (every
+// provider whose socket was never found in one UnknownProvider series).
 var providerHealthDesc = prometheus.NewDesc("keymount_provider_healthy", providerHealthHelp, []string{labelProvider}, nil)
 
 const providerHealthHelp = "Whether the provider answered its last health check (a Version call over its socket): 1 yes, 0 no; " +
@@ -17,6 +18,8 @@ const providerHealthHelp = "Whether the provider answered its last health check 
 // gave returns, on every scrape.
 type providerHealthCollector struct {
 	health atomic.Pointer[func() map[string]bool]
+	// providers bounds the provider label (the Metrics' own).
+	providers *ProviderLabels
 }
 
 func (c *providerHealthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- providerHealthDesc }
@@ -26,12 +29,20 @@ func (c *providerHealthCollector) Collect(ch chan<- prometheus.Metric) {
 	if f == nil {
 		return
 	}
+	byLabel := map[string]bool{}
 	for provider, healthy := range (*f)() {
+		label := c.providers.Label(provider)
+		if prev, ok := byLabel[label]; ok {
+			healthy = healthy && prev // one series for all unknown: healthy when all are
+		}
+		byLabel[label] = healthy
+	}
+	for label, healthy := range byLabel {
 		v := 0.0
 		if healthy {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(providerHealthDesc, prometheus.GaugeValue, v, provider)
+		ch <- prometheus.MustNewConstMetric(providerHealthDesc, prometheus.GaugeValue, v, label)
 	}
 }
 

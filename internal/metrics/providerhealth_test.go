@@ -12,7 +12,7 @@ import (
 // healthy and 0 for not, read again on every scrape (a provider no longer
 // reported has no series).
 func TestProviderHealth(t *testing.T) {
-	m := New()
+	m := newFound("aws", "local", "vault")
 	const name = "keymount_provider_healthy"
 	if n, err := testutil.GatherAndCount(m.Registry(), name); err != nil || n != 0 {
 		t.Fatalf("before WatchProviderHealth: %d series (%v), want none", n, err)

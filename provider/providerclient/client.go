@@ -69,6 +69,10 @@ type Client struct {
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn // by socket path
 	closed bool
+
+	// found holds the name of every provider whose socket SocketPath
+	// found since New (name to struct{}): at most one per socket file.
+	found sync.Map
 }
 
 // New validates cfg, fills in its defaults and returns a Client. It does not

@@ -46,6 +46,7 @@ func (c *Client) SocketPath(provider string) (string, error) {
 		case fi.Mode()&os.ModeSocket == 0:
 			skipped = append(skipped, path+" is not a socket")
 		default:
+			c.found.Store(provider, struct{}{})
 			return path, nil
 		}
 	}
@@ -54,6 +55,16 @@ func (c *Client) SocketPath(provider string) (string, error) {
 		msg += " (skipped: " + strings.Join(skipped, "; ") + ")"
 	}
 	return "", &notFoundError{msg: msg}
+}
+
+// Found reports whether SocketPath has found provider's socket since the
+// Client was created (it may be gone since). Names it is true for are
+// bounded by the socket files of the provider directories, which only the
+// node's operator places: the metrics label a provider by name only when
+// Found, so a SecretProviderClass naming a made-up provider adds no series.
+func (c *Client) Found(provider string) bool {
+	_, ok := c.found.Load(provider)
+	return ok
 }
 
 // notFoundError words the not-found message around the provider and still

@@ -212,3 +212,35 @@ func TestProviderRestart(t *testing.T) {
 		t.Fatalf("Version() after restart = %v, %v; want runtime new", resp, err)
 	}
 }
+
+// TestFound: Found is true only for a provider whose socket a call found,
+// and stays true after the socket is gone; a name without a socket, or an
+// invalid one, is never found.
+func TestFound(t *testing.T) {
+	dir := tempDir(t)
+	c := newClient(t, Config{Dirs: []string{dir}})
+	socket := bindSocket(t, dir, "aws", true)
+	if c.Found("aws") {
+		t.Fatal("Found(aws) before any lookup: true, want false")
+	}
+	if _, err := c.SocketPath("aws"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"made-up", "../aws", ""} {
+		if _, err := c.SocketPath(name); err == nil {
+			t.Fatalf("SocketPath(%q): found, want an error", name)
+		}
+		if c.Found(name) {
+			t.Errorf("Found(%q) = true for a provider without a socket", name)
+		}
+	}
+	if err := os.Remove(socket); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SocketPath("aws"); err == nil {
+		t.Fatal("SocketPath(aws) after its socket was removed: found")
+	}
+	if !c.Found("aws") {
+		t.Error("Found(aws) = false after its socket was found once")
+	}
+}
