@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # keymount demo: mount the example SecretProviderClass (examples/local) with
 # the keymount CLI, through the same pipeline the node plugin runs for a pod,
-# look at what a pod would see, then unmount. `make demo` runs it after
-# `make build`; it needs root because every volume is a private tmpfs.
+# look at what a pod would see, then unmount. `make demo` builds bin/keymount
+# and runs it; it needs root because every volume is a private tmpfs.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -15,7 +15,7 @@ if [[ $(id -u) -ne 0 ]]; then
 	exit 1
 fi
 if [[ ! -x $keymount ]]; then
-	echo "demo: $keymount is missing: run 'make build' first" >&2
+	echo "demo: $keymount is missing: run 'make demo', which builds it" >&2
 	exit 1
 fi
 

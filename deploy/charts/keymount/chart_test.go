@@ -139,6 +139,9 @@ type release struct {
 	pdbs         map[string]*policyv1.PodDisruptionBudget
 	roles        map[string]*rbacv1.Role
 	roleBindings map[string]*rbacv1.RoleBinding
+	// serviceAccounts and secrets by name.
+	serviceAccounts map[string]*corev1.ServiceAccount
+	secrets         map[string]*corev1.Secret
 }
 
 // render renders the chart with the values of files (merged in order) and
@@ -176,6 +179,9 @@ func renderValuesAt(t *testing.T, vals map[string]any, kv chartutil.KubeVersion)
 		pdbs:         map[string]*policyv1.PodDisruptionBudget{},
 		roles:        map[string]*rbacv1.Role{},
 		roleBindings: map[string]*rbacv1.RoleBinding{},
+
+		serviceAccounts: map[string]*corev1.ServiceAccount{},
+		secrets:         map[string]*corev1.Secret{},
 	}
 	for _, name := range slices.Sorted(maps.Keys(out)) {
 		for _, doc := range releaseutil.SplitManifests(out[name]) {
@@ -217,7 +223,13 @@ func (r *release) add(t *testing.T, template, doc string) {
 		r.services[u.GetName()] = svc
 		target = svc
 	case "ServiceAccount":
-		target = &corev1.ServiceAccount{}
+		sa := &corev1.ServiceAccount{}
+		r.serviceAccounts[u.GetName()] = sa
+		target = sa
+	case "Secret":
+		sec := &corev1.Secret{}
+		r.secrets[u.GetName()] = sec
+		target = sec
 	case "ValidatingAdmissionPolicy":
 		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
 		r.policies[u.GetName()] = p

@@ -2,6 +2,7 @@ package keymount_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -69,8 +70,10 @@ func TestControllerProviderContainer(t *testing.T) {
 // TestControllerKeymountProviders: keymount's enabled providers run in the
 // controller's pod without any controller value: their sidecars serve
 // their sockets in providervol with their DaemonSets' settings, the AWS
-// provider's audiences join the controller's and its ClusterRole is bound
-// to the controller; controller.keymountProviders=false leaves them out.
+// provider's audiences join the controller's; the AWS and Vault sidecars
+// run as their own ServiceAccounts, bound to their providers' ClusterRoles,
+// with no token of the controller's; controller.keymountProviders=false
+// leaves them out.
 func TestControllerKeymountProviders(t *testing.T) {
 	r := render(t, allFeatures)
 	d, _ := r.controller(t)
@@ -95,7 +98,9 @@ func TestControllerKeymountProviders(t *testing.T) {
 			t.Errorf("%s does not mount providervol at /provider: %+v", c.Name, c.VolumeMounts)
 		}
 	}
-	checkAPIAccess(t, &pod, "controller", "provider-aws", "provider-vault")
+	checkAPIAccess(t, &pod, "controller")
+	checkSidecarIdentity(t, r, &pod, "provider-aws")
+	checkSidecarIdentity(t, r, &pod, "provider-vault")
 	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "provider-local-files" })
 	if i < 0 || pod.Volumes[i].Secret == nil || pod.Volumes[i].Secret.SecretName != "local-provider-files" {
 		t.Errorf("volumes %+v: want provider-local-files from providers.local.secretsVolume", pod.Volumes)
@@ -104,9 +109,10 @@ func TestControllerKeymountProviders(t *testing.T) {
 	if !hasArg(c.Args, "--token-request-audience=vault,sts.amazonaws.com,pods.eks.amazonaws.com") {
 		t.Errorf("args %q: want the audiences of controller.tokenRequestAudiences and the AWS provider's", c.Args)
 	}
-	b := r.bindings[controllerName+"-provider-aws"]
-	if b == nil || b.RoleRef.Name != releaseName+"-provider-aws" || !boundTo(b.Subjects, controllerName) {
-		t.Errorf("binding %s: %+v, want the AWS provider's ClusterRole bound to the controller", controllerName+"-provider-aws", b)
+	for name, b := range r.bindings {
+		if boundTo(b.Subjects, controllerName) && strings.Contains(b.RoleRef.Name, "provider") {
+			t.Errorf("binding %s gives the controller's ServiceAccount the role %s", name, b.RoleRef.Name)
+		}
 	}
 
 	off := renderValues(t, merge(readValues(t, allFeatures), map[string]any{"controller": map[string]any{"keymountProviders": false}}))
@@ -114,8 +120,13 @@ func TestControllerKeymountProviders(t *testing.T) {
 	if got := containerNames(d.Spec.Template.Spec.Containers); !slices.Equal(got, []string{"controller"}) {
 		t.Errorf("keymountProviders=false: containers %v", got)
 	}
-	if _, ok := off.bindings[controllerName+"-provider-aws"]; ok {
-		t.Error("keymountProviders=false, yet the AWS provider's ClusterRole is bound to the controller")
+	for _, name := range []string{controllerName + "-provider-aws", controllerName + "-provider-vault"} {
+		_, bound := off.bindings[name]
+		_, acct := off.serviceAccounts[name]
+		_, token := off.secrets[name+"-token"]
+		if bound || acct || token {
+			t.Errorf("keymountProviders=false, yet %s: binding %v, ServiceAccount %v, token Secret %v", name, bound, acct, token)
+		}
 	}
 }
 

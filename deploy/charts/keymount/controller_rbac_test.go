@@ -2,6 +2,7 @@ package keymount_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -148,9 +149,15 @@ func checkNoWildcardNoDelete(t *testing.T, rules []rbacv1.PolicyRule) {
 // apiAccess is the volume of the controller's API credentials.
 const apiAccess = "api-access"
 
+// saPath is where client-go's in-cluster configuration reads a token, the
+// CA and the namespace.
+const saPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+
 // checkAPIAccess: the pod mounts no ServiceAccount token by itself; the
 // containers named, and only they, mount the API credentials (a token of
-// the controller's ServiceAccount) where client-go looks for them.
+// the controller's ServiceAccount) where client-go looks for them. No other
+// container mounts anything there but keymount's AWS and Vault provider
+// sidecars, their own ServiceAccounts' (checkSidecarIdentity).
 func checkAPIAccess(t *testing.T, pod *corev1.PodSpec, with ...string) {
 	t.Helper()
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
@@ -163,10 +170,80 @@ func checkAPIAccess(t *testing.T, pod *corev1.PodSpec, with ...string) {
 	}
 	for _, c := range pod.Containers {
 		mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
-			return m.Name == apiAccess && m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" && m.ReadOnly
+			return m.Name == apiAccess && m.MountPath == saPath && m.ReadOnly
 		})
 		if want := slices.Contains(with, c.Name); mounted != want {
 			t.Errorf("container %s: API credentials mounted %v, want %v", c.Name, mounted, want)
 		}
+		for _, m := range c.VolumeMounts {
+			if strings.HasPrefix(m.MountPath, "/var/run/secrets/kubernetes.io") && m.Name != apiAccess && m.Name != sidecarAPIAccess(c.Name) {
+				t.Errorf("container %s mounts volume %s at %s", c.Name, m.Name, m.MountPath)
+			}
+		}
+	}
+}
+
+// sidecarAPIAccess is the volume of a keymount provider sidecar's own API
+// credentials.
+func sidecarAPIAccess(container string) string { return container + "-api-access" }
+
+// checkSidecarIdentity: the keymount provider sidecar container (provider-aws,
+// provider-vault) of the controller's pod mounts its own API credentials,
+// and no token of the controller's ServiceAccount: a Secret volume of the
+// token of its own ServiceAccount <controller>-<container> (token, CA and
+// namespace, where client-go reads them), a Secret of type
+// service-account-token the chart renders for that ServiceAccount, which
+// the provider's ClusterRole alone is bound to.
+func checkSidecarIdentity(t *testing.T, r *release, pod *corev1.PodSpec, name string) {
+	t.Helper()
+	c := container(t, pod, name)
+	sa := controllerName + "-" + name
+	vol := sidecarAPIAccess(name)
+	var got []corev1.VolumeMount
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == saPath {
+			got = append(got, m)
+		}
+	}
+	if len(got) != 1 || got[0].Name != vol || !got[0].ReadOnly {
+		t.Errorf("%s mounts %+v at %s, want its own credentials %s alone, read-only", name, got, saPath, vol)
+	}
+	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == vol })
+	if i < 0 || pod.Volumes[i].Secret == nil || pod.Volumes[i].Secret.SecretName != sa+"-token" {
+		t.Fatalf("%s: volume %s is not the Secret %s-token", name, vol, sa)
+	}
+	var keys []string
+	for _, it := range pod.Volumes[i].Secret.Items {
+		if it.Key != it.Path {
+			t.Errorf("%s: key %s at %s", vol, it.Key, it.Path)
+		}
+		keys = append(keys, it.Key)
+	}
+	if !slices.Equal(keys, []string{"token", "ca.crt", "namespace"}) || pod.Volumes[i].Secret.Optional != nil && *pod.Volumes[i].Secret.Optional {
+		t.Errorf("%s: keys %v (optional %v), want token, ca.crt and namespace, required", vol, keys, pod.Volumes[i].Secret.Optional)
+	}
+	sec := r.secrets[sa+"-token"]
+	if sec == nil || sec.Type != corev1.SecretTypeServiceAccountToken || sec.Annotations[corev1.ServiceAccountNameKey] != sa || sec.Namespace != namespace || len(sec.Data)+len(sec.StringData) > 0 {
+		t.Errorf("Secret %s-token: %+v, want an empty token Secret of %s", sa, sec, sa)
+	}
+	if acct := r.serviceAccounts[sa]; acct == nil || acct.Namespace != namespace {
+		t.Errorf("no ServiceAccount %s in %s", sa, namespace)
+	}
+	var roles []string
+	for _, b := range r.bindings {
+		if boundTo(b.Subjects, sa) {
+			roles = append(roles, b.RoleRef.Name)
+			if len(b.Subjects) != 1 {
+				t.Errorf("binding %s binds %+v, want %s alone", b.Name, b.Subjects, sa)
+			}
+		}
+	}
+	for _, b := range r.roleBindings {
+		if boundTo(b.Subjects, sa) {
+			roles = append(roles, "Role "+b.RoleRef.Name)
+		}
+	}
+	if want := []string{releaseName + "-" + name}; !slices.Equal(roles, want) {
+		t.Errorf("%s is bound to %v, want %v", sa, roles, want)
 	}
 }

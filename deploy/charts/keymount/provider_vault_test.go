@@ -6,9 +6,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // vaultOn is the one value that turns keymount's Vault provider on.
@@ -137,16 +140,13 @@ func TestControllerVaultProvider(t *testing.T) {
 	if !hasArg(c.Args, "--token-request-audience=vault") {
 		t.Errorf("controller args %q: want --token-request-audience=vault", c.Args)
 	}
-	checkAPIAccess(t, &pod, "controller", "provider-vault")
+	checkAPIAccess(t, &pod, "controller")
+	checkSidecarIdentity(t, r, &pod, "provider-vault")
 	for _, sc := range pod.Containers {
 		checkContainerNonRoot(t, &pod, &sc)
 	}
 	if p := r.policies[controllerName+"-token-requests"]; p == nil || p.Spec.Variables[0].Expression != "['vault']" {
 		t.Errorf("token-requests policy %+v: want allowedAudiences ['vault']", p)
-	}
-	b := r.bindings[controllerName+"-provider-vault"]
-	if b == nil || b.RoleRef.Name != releaseName+"-provider-vault" || !boundTo(b.Subjects, controllerName) {
-		t.Errorf("binding %s: %+v, want the Vault provider's ClusterRole bound to the controller", controllerName+"-provider-vault", b)
 	}
 
 	k := kustomize(t, "", "controller", "controller-admission", "controller-vault")
@@ -168,6 +168,35 @@ func TestControllerVaultProvider(t *testing.T) {
 	}
 	if diff := cmp.Diff(k.clusterRoles[controllerName+"-provider-vault"].Rules, r.clusterRoles[releaseName+"-provider-vault"].Rules); diff != "" {
 		t.Errorf("the Vault sidecar's rules (-kustomize +chart):\n%s", diff)
+	}
+	// The same identity: its own ServiceAccount, its token Secret mounted
+	// the same way, the rules bound to it alone.
+	var kb rbacv1.ClusterRoleBinding
+	if !kustomizedAs(t, k, "ClusterRoleBinding", controllerName+"-provider-vault", &kb) || len(kb.Subjects) != 1 ||
+		!boundTo(kb.Subjects, controllerName+"-provider-vault") {
+		t.Errorf("kustomize binding %s: %+v, want the sidecar's own ServiceAccount alone", controllerName+"-provider-vault", kb)
+	}
+	var ksa corev1.ServiceAccount
+	if !kustomizedAs(t, k, "ServiceAccount", controllerName+"-provider-vault", &ksa) {
+		t.Errorf("components/controller-vault has no ServiceAccount %s-provider-vault", controllerName)
+	}
+	volOf := func(spec *corev1.PodSpec) *corev1.Volume {
+		i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == sidecarAPIAccess("provider-vault") })
+		if i < 0 {
+			t.Fatalf("no volume %s", sidecarAPIAccess("provider-vault"))
+		}
+		return &spec.Volumes[i]
+	}
+	if diff := cmp.Diff(volOf(&kd.Spec.Template.Spec), volOf(&pod)); diff != "" {
+		t.Errorf("the Vault sidecar's credentials volume (-kustomize +chart):\n%s", diff)
+	}
+	var ksec corev1.Secret
+	if !kustomizedAs(t, k, "Secret", controllerName+"-provider-vault-token", &ksec) {
+		t.Fatalf("components/controller-vault has no Secret %s-provider-vault-token", controllerName)
+	}
+	if diff := cmp.Diff(&ksec, r.secrets[controllerName+"-provider-vault-token"],
+		cmpopts.IgnoreFields(metav1.ObjectMeta{}, "Labels")); diff != "" {
+		t.Errorf("the Vault sidecar's token Secret (-kustomize +chart):\n%s", diff)
 	}
 
 	off := renderValues(t, merge(vals, map[string]any{"controller": map[string]any{"keymountProviders": false}}))

@@ -7,6 +7,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -104,19 +105,43 @@ func TestUpstreamSidecarsFollowTheirKeys(t *testing.T) {
 }
 
 // TestAutomountServiceAccountToken: upstream's automountServiceAccountToken
-// reaches the driver pods' spec (true by default, as upstream's).
+// (true by default, as upstream's) mounts the driver's token, the CA and the
+// namespace into the driver container, where client-go reads them, and into
+// no sidecar: the pod itself never mounts the token into every container.
 func TestAutomountServiceAccountToken(t *testing.T) {
 	for _, tc := range []struct {
-		vals map[string]any
-		want bool
+		vals     map[string]any
+		want     bool
+		sidecars bool
 	}{
-		{map[string]any{}, true},
-		{readValues(t, upstreamValues), true},
-		{merge(readValues(t, upstreamValues), map[string]any{"automountServiceAccountToken": false}), false},
+		{map[string]any{}, true, false},
+		{readValues(t, upstreamValues), true, false},
+		{readValues(t, allFeatures), true, true},
+		{merge(readValues(t, allFeatures), map[string]any{"automountServiceAccountToken": false}), false, true},
 	} {
 		ds, _ := renderValues(t, tc.vals).driver(t)
-		if got := ds.Spec.Template.Spec.AutomountServiceAccountToken; !ptr.Equal(got, ptr.To(tc.want)) {
-			t.Errorf("automountServiceAccountToken %v, want %v", got, tc.want)
+		pod := ds.Spec.Template.Spec
+		if !ptr.Equal(pod.AutomountServiceAccountToken, ptr.To(false)) {
+			t.Errorf("the pod's automountServiceAccountToken %v, want false", pod.AutomountServiceAccountToken)
+		}
+		with := []string{driverContainer}
+		if !tc.want {
+			with = nil
+			if slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == apiAccess }) {
+				t.Error("automountServiceAccountToken=false, yet the pod has the volume api-access")
+			}
+		} else {
+			checkAPIAccess(t, &pod, with...)
+		}
+		for _, c := range pod.Containers {
+			for _, m := range c.VolumeMounts {
+				if m.MountPath == saPath && !slices.Contains(with, c.Name) {
+					t.Errorf("container %s mounts %s at %s", c.Name, m.Name, m.MountPath)
+				}
+			}
+		}
+		if tc.sidecars && len(pod.Containers) != 3 {
+			t.Errorf("containers %v, want the driver, the registrar and the liveness probe", containerNames(pod.Containers))
 		}
 	}
 }

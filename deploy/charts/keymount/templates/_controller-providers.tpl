@@ -89,9 +89,9 @@ as given (the sync controller chart's value).
   volumeMounts:
     - name: providervol
       mountPath: {{ $c.providerVolume }}
-    # It reads ServiceAccounts and nodes, and proves tokens, as the
-    # controller's ServiceAccount.
-    - name: api-access
+    # It reads ServiceAccounts and nodes, and proves tokens, as its own
+    # ServiceAccount (<controller>-provider-aws), never the controller's.
+    - name: provider-aws-api-access
       mountPath: /var/run/secrets/kubernetes.io/serviceaccount
       readOnly: true
 {{- end }}
@@ -134,8 +134,9 @@ as given (the sync controller chart's value).
   volumeMounts:
     - name: providervol
       mountPath: {{ $c.providerVolume }}
-    # It proves SecretSyncs' tokens as the controller's ServiceAccount.
-    - name: api-access
+    # It proves SecretSyncs' tokens as its own ServiceAccount
+    # (<controller>-provider-vault), never the controller's.
+    - name: provider-vault-api-access
       mountPath: /var/run/secrets/kubernetes.io/serviceaccount
       readOnly: true
     {{- with .volumeMounts }}
