@@ -70,6 +70,7 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
+	m.ProvidersFound(providers.Found)
 	err = secretsync.SetupWithManager(ctx, mgr, secretsync.Options{Config: cfg.sync, Workers: cfg.workers, Deps: secretsync.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Providers: providers, Tokens: toks,
 		Hashes: hashes, Events: mgr.GetEventRecorder("keymount-controller"), Metrics: m,

@@ -61,6 +61,7 @@ func (s SyncController) Start(tb testing.TB, cfg *rest.Config, scheme *runtime.S
 	if err != nil {
 		tb.Fatal(err)
 	}
+	metrics.ProvidersFound(pc.Found)
 	err = secretsync.SetupWithManager(tb.Context(), mgr, secretsync.Options{Config: s.Config, Workers: s.Workers, Deps: secretsync.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Providers: providers, Tokens: toks, Hashes: hashes,
 		Events: mgr.GetEventRecorder("keymount-controller"), Metrics: metrics,
