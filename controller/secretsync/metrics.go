@@ -13,8 +13,6 @@ import (
 type Metrics struct {
 	syncs    *prometheus.CounterVec
 	provider *prometheus.HistogramVec
-	// staleness tells how current the SecretSyncs are (staleness.go).
-	staleness staleness
 	// providers bounds the provider label: a name whose socket the
 	// provider client never found counts as metrics.UnknownProvider.
 	providers metrics.ProviderLabels
@@ -43,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range Results {
 		m.syncs.WithLabelValues(r) // every result exported from the start, at 0
 	}
-	for _, c := range append([]prometheus.Collector{m.syncs, m.provider}, m.staleness.collectors()...) {
+	for _, c := range []prometheus.Collector{m.syncs, m.provider} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
