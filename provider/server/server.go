@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/keymount/keymount/internal/grpcrecover"
 	"github.com/keymount/keymount/internal/unixsocket"
@@ -75,8 +77,11 @@ func New(cfg Config, p Provider) (*Server, error) {
 }
 
 // SocketPath is where Serve listens: <SocketDir>/<Name>.sock.
-func (s *Server) SocketPath() string {
-	return filepath.Join(s.cfg.SocketDir, s.cfg.Name+".sock")
+func (s *Server) SocketPath() string { return s.cfg.SocketPath() }
+
+// SocketPath is where a Server of c listens: <SocketDir>/<Name>.sock.
+func (c Config) SocketPath() string {
+	return filepath.Join(c.SocketDir, c.Name+".sock")
 }
 
 // Serve listens on SocketPath and serves until ctx is done. A stale socket
@@ -110,12 +115,19 @@ func (s *Server) Serve(ctx context.Context) (err error) {
 // ServeListener serves on l until ctx is done, then stops gracefully within a
 // bound. It closes l. A panic in a call becomes an Internal error for that
 // call and one log line; the server keeps serving.
+//
+// Beside the provider's services it serves gRPC's standard health service
+// (grpc.health.v1.Health) on the same socket: SERVING while it serves,
+// NOT_SERVING once it is stopping. The provider binaries' --probe (the
+// containers' liveness and readiness probes) asks it.
 func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
 	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcrecover.UnaryServerInterceptor(), logFailures(s.cfg.Name)))
 	v1alpha1.RegisterCSIDriverProviderServer(gs, &service{cfg: s.cfg, provider: s.provider})
 	if s.cfg.Unpublisher != nil {
 		keymountv1.RegisterVolumeLifecycleServer(gs, &lifecycle{u: s.cfg.Unpublisher})
 	}
+	hs := health.NewServer() // "" is SERVING
+	healthgrpc.RegisterHealthServer(gs, hs)
 
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(l) }()
@@ -126,6 +138,7 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	hs.Shutdown() // NOT_SERVING while in-flight calls finish
 	stopGracefully(gs, gracefulStopTimeout)
 	// ErrServerStopped: ctx ended before gs.Serve started, and the stop
 	// above came first; nothing failed.
