@@ -11,6 +11,7 @@ import (
 
 	"github.com/keymount/keymount/controller/secretsync"
 	"github.com/keymount/keymount/controller/syncrequest"
+	"github.com/keymount/keymount/internal/cliflag"
 	"github.com/keymount/keymount/provider/providerclient"
 )
 
@@ -73,7 +74,8 @@ func (a *audienceList) Set(v string) error {
 }
 
 // parseFlags binds the flags into a config and checks it. getenv reads the
-// downward-API variables naming the controller's pod.
+// downward-API variables naming the controller's pod. A mistake prints one
+// line naming it and --help to fs's output, as cliflag.Parse does.
 func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (*config, error) {
 	cfg := &config{}
 	klog.InitFlags(fs)
@@ -98,7 +100,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (*c
 	fs.Float64Var(&cfg.fanoutQPS, "fanout-kube-api-qps", 500, "API requests per second the fan-out (--enable-fanout) may send to write copies, beside --kube-api-qps: one request a copy, so 1,000 namespaces take 2 s at 500")
 	fs.IntVar(&cfg.fanoutBurst, "fanout-kube-api-burst", 1000, "copy writes the fan-out may send at once")
 	fs.BoolVar(&cfg.enableFanout, "enable-fanout", false, "copy Secrets and ConfigMaps across namespaces as reflector's annotations and mirrors.kts.studio SecretMirrors ask (needs the fan-out RBAC: chart controller.fanout.enabled)")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return nil, err
 	}
 	if cfg.printVersion {
@@ -112,7 +114,11 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (*c
 	if cfg.leaderElectionNamespace == "" {
 		cfg.leaderElectionNamespace = cfg.namespace
 	}
-	return cfg, cfg.check()
+	if err := cfg.check(); err != nil {
+		_, _ = fmt.Fprintln(fs.Output(), cliflag.Line(fs.Name(), err))
+		return nil, err
+	}
+	return cfg, nil
 }
 
 func (c *config) check() error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keymount/keymount/controller/syncrequest"
+	"github.com/keymount/keymount/internal/cliflag/cliflagtest"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) (*config, error) {
@@ -95,4 +96,17 @@ func TestMemProfileRate(t *testing.T) {
 			t.Errorf("memProfileRate(%q, %q) = %d, want %d", c.addr, c.godebug, got, c.want)
 		}
 	}
+}
+
+// TestFlagMistakeIsOneLine: keymount-controller's main refuses an unknown
+// flag, a bad value, a missing value and a value its check refuses with one
+// line naming the flag and --help, exit 2; --help prints every flag, exit 0.
+func TestFlagMistakeIsOneLine(t *testing.T) {
+	t.Setenv(syncrequest.EnvPodNamespace, "kube-system")
+	cliflagtest.CheckMain(t, "keymount-controller", main, []cliflagtest.Mistake{
+		{Args: []string{"--foo"}, Flag: "-foo"},
+		{Args: []string{"--leader-elect", "--provider-timeout=soon"}, Flag: "-provider-timeout"},
+		{Args: []string{"--workers"}, Flag: "-workers"},
+		{Args: []string{"--workers=0"}, Flag: "--workers"},
+	}, "-provider-volume", "-enable-fanout")
 }

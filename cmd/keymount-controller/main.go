@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/keymount/keymount/internal/cliflag"
 	"github.com/keymount/keymount/internal/logredact"
 )
 
@@ -26,11 +27,10 @@ var version = "dev"
 func main() {
 	// Its own flag set: controller-runtime defines --kubeconfig on
 	// flag.CommandLine.
-	fs := flag.NewFlagSet("keymount-controller", flag.ExitOnError)
+	fs := flag.NewFlagSet("keymount-controller", flag.ContinueOnError)
 	cfg, err := parseFlags(fs, os.Args[1:], os.Getenv)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "keymount-controller:", err)
-		os.Exit(2)
+		os.Exit(cliflag.ExitCode(err)) // parseFlags printed the usage, or one line naming the mistake.
 	}
 	if cfg.printVersion {
 		fmt.Println("keymount-controller", version)

@@ -26,6 +26,7 @@ import (
 	"github.com/keymount/keymount/driver/class"
 	"github.com/keymount/keymount/driver/registration"
 	"github.com/keymount/keymount/driver/targetpath"
+	"github.com/keymount/keymount/internal/cliflag"
 	"github.com/keymount/keymount/internal/logredact"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/provider/providerclient"
@@ -71,7 +72,10 @@ type config struct {
 }
 
 func main() {
-	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	cfg, err := parseFlags(flag.NewFlagSet("keymount-driver", flag.ContinueOnError), os.Args[1:])
+	if err != nil {
+		os.Exit(cliflag.ExitCode(err)) // Parse printed the usage, or one line naming the mistake.
+	}
 	if cfg.upstream.version {
 		fmt.Println("keymount-driver", version)
 		return
@@ -80,7 +84,7 @@ func main() {
 	cfg.upstream.applyLogFormat()
 	cfg.upstream.ignored.Log()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, cfg)
+	err = run(ctx, cfg)
 	stop()
 	if err != nil {
 		klog.ErrorS(err, "keymount-driver stopped")
@@ -90,7 +94,9 @@ func main() {
 	klog.Flush()
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) *config {
+// parseFlags binds every flag into a config and parses args (see
+// cliflag.Parse for what a mistake or --help prints).
+func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	host, _ := os.Hostname()
 	cfg := &config{}
 	klog.InitFlags(fs)
@@ -123,9 +129,11 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	cfg.syncSecrets = syncAuto
 	fs.Var(&cfg.syncSecrets, "sync-secrets", "mirror secretObjects into Kubernetes Secrets: true, false, or auto (the default): on when the driver's RBAC lets it list, watch, create and patch Secrets, as upstream syncs whenever its chart granted them (syncSecret.enabled)")
 	cfg.upstream = addUpstreamFlags(fs, cfg)
-	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
+	if err := cliflag.Parse(fs, args); err != nil {
+		return nil, err
+	}
 	cfg.driver.Version = version
-	return cfg
+	return cfg, nil
 }
 
 func run(ctx context.Context, cfg *config) error {

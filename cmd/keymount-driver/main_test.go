@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"net"
 	"net/http"
 	"os"
@@ -23,7 +22,7 @@ import (
 )
 
 func TestParseFlagsDefaults(t *testing.T) {
-	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), nil)
+	cfg := mustParseFlags(t, nil)
 	if cfg.driver.DriverName != "secrets-store.csi.k8s.io" || cfg.driver.ProviderDir != "/var/run/secrets-store-csi-providers" ||
 		cfg.additionalDirs != "/etc/kubernetes/secrets-store-csi-providers" || cfg.providerTimeout != 60*time.Second {
 		t.Fatalf("defaults = %+v", cfg)
@@ -46,7 +45,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), tc.args)
+			cfg := mustParseFlags(t, tc.args)
 			err := run(context.Background(), cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("run() = %v, want an error naming %s", err, tc.want)
@@ -58,7 +57,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 func TestRunServesUntilCancelled(t *testing.T) {
 	dir := sockettest.Dir(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{
+	cfg := mustParseFlags(t, []string{
 		"--state-dir=" + dir, "--class-path=" + dir, "--provider-dir=" + dir,
 		"--endpoint=unix://" + filepath.Join(dir, "csi.sock"), "--metrics-addr=",
 	})
@@ -98,7 +97,7 @@ func TestAPIRateLimits(t *testing.T) {
 		{nil, defaultKubeQPS, defaultKubeBurst},
 		{[]string{"--kube-api-qps=7.5", "--kube-api-burst=30"}, 7.5, 30},
 	} {
-		cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), append(tc.args, "--kubeconfig="+kubeconfig))
+		cfg := mustParseFlags(t, append(tc.args, "--kubeconfig="+kubeconfig))
 		rc, err := restConfig(cfg)
 		if err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
@@ -111,7 +110,7 @@ func TestAPIRateLimits(t *testing.T) {
 		t.Errorf("default rate limits %d/%d do not fit a node where hundreds of pods start at once", defaultKubeQPS, defaultKubeBurst)
 	}
 	for _, bad := range []string{"--kube-api-qps=0", "--kube-api-burst=-1"} {
-		cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{bad, "--kubeconfig=" + kubeconfig})
+		cfg := mustParseFlags(t, []string{bad, "--kubeconfig=" + kubeconfig})
 		if _, err := restConfig(cfg); err == nil || !strings.Contains(err.Error(), strings.SplitN(bad, "=", 2)[0]) {
 			t.Errorf("%s: error %v, want one naming the flag", bad, err)
 		}
@@ -142,7 +141,7 @@ func TestServesWhileAPIServerUnreachable(t *testing.T) {
 	kubelet := filepath.Join(dir, "kubelet")
 	sock := filepath.Join(dir, "csi.sock")
 	metricsAddr := freeLoopbackAddr(t)
-	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{
+	cfg := mustParseFlags(t, []string{
 		"--state-dir=" + filepath.Join(dir, "state"), "--provider-dir=" + dir, "--additional-provider-dirs=",
 		"--kubelet-root-dir=" + kubelet, "--kubeconfig=" + kubeconfig, "--endpoint=unix://" + sock,
 		"--metrics-addr=" + metricsAddr,
@@ -219,7 +218,7 @@ func TestSyncSecretsFlag(t *testing.T) {
 		{[]string{"--sync-secrets=auto"}, syncAuto},
 		{[]string{"--sync-secrets=AUTO"}, syncAuto},
 	} {
-		if got := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), tc.args).syncSecrets; got != tc.want {
+		if got := mustParseFlags(t, tc.args).syncSecrets; got != tc.want {
 			t.Errorf("%v: sync-secrets %q, want %q", tc.args, got, tc.want)
 		}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"net"
 	"net/http"
@@ -108,11 +107,11 @@ func TestMetricsEndpoint(t *testing.T) {
 
 // TestMetricsAddrOff: an empty --metrics-addr serves nothing.
 func TestMetricsAddrOff(t *testing.T) {
-	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), nil)
+	cfg := mustParseFlags(t, nil)
 	if cfg.metricsAddr != ":8095" {
 		t.Errorf("default --metrics-addr %q, want upstream's :8095", cfg.metricsAddr)
 	}
-	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--metrics-addr="})
+	cfg = mustParseFlags(t, []string{"--metrics-addr="})
 	deps := driver.Deps{}
 	if m := newMetrics(cfg, &deps, func(string) bool { return true }); m != nil || deps.Metrics != nil {
 		t.Errorf("--metrics-addr= made metrics %v", m)
@@ -155,7 +154,7 @@ func startMetricsDriver(t *testing.T) (string, *grpc.ClientConn, string) {
 
 	addr := freeLoopbackAddr(t)
 	sock := filepath.Join(dir, "csi.sock")
-	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{
+	cfg := mustParseFlags(t, []string{
 		"--state-dir=" + filepath.Join(dir, "state"), "--class-path=" + classFile, "--provider-dir=" + providers,
 		"--additional-provider-dirs=", "--kubelet-root-dir=" + kubelet, "--endpoint=unix://" + sock,
 		"--metrics-addr=" + addr,

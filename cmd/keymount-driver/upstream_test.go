@@ -42,7 +42,7 @@ var upstreamArgs = []string{
 
 func TestUpstreamFlagsParse(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	cfg := parseFlags(fs, upstreamArgs)
+	cfg := mustParseFlagSet(t, fs, upstreamArgs)
 	if cfg.driver.NodeID != "node-1" || cfg.driver.DriverName != "secrets-store.csi.k8s.io" ||
 		cfg.driver.ProviderDir != "/var/run/secrets-store-csi-providers" ||
 		cfg.additionalDirs != "/etc/kubernetes/secrets-store-csi-providers" || cfg.providerMaxRecv != 8<<20 ||
@@ -64,13 +64,13 @@ func TestUpstreamFlagsParse(t *testing.T) {
 	}
 
 	// Bare boolean flags, as upstream's flag package allows them.
-	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--enable-secret-rotation", "--provider-health-check", "--enable-pprof", "--version"})
+	cfg = mustParseFlags(t, []string{"--enable-secret-rotation", "--provider-health-check", "--enable-pprof", "--version"})
 	if !cfg.rotation.Enabled || !cfg.driver.ProviderHealthCheckAll || !cfg.upstream.enablePprof || !cfg.upstream.version {
 		t.Errorf("bare boolean flags: %+v, rotation %+v", cfg.upstream, cfg.rotation)
 	}
 
 	// keymount's own names still win when given after the alias.
-	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--nodeid=a", "--node-id=b"})
+	cfg = mustParseFlags(t, []string{"--nodeid=a", "--node-id=b"})
 	if cfg.driver.NodeID != "b" {
 		t.Errorf("--node-id after --nodeid: %q, want b", cfg.driver.NodeID)
 	}
@@ -101,7 +101,7 @@ func TestMetricsBackend(t *testing.T) {
 		{[]string{"--metrics-backend=stackdriver"}, false},
 		{[]string{"--metrics-backend="}, false},
 	} {
-		cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), tc.args)
+		cfg := mustParseFlags(t, tc.args)
 		err := cfg.upstream.checkMetricsBackend()
 		if tc.ok != (err == nil) {
 			t.Errorf("%v: %v, want ok %v", tc.args, err, tc.ok)
@@ -115,7 +115,7 @@ func TestMetricsBackend(t *testing.T) {
 			}
 		}
 	}
-	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--provider-health-check-interval=0s"})
+	cfg := mustParseFlags(t, []string{"--provider-health-check-interval=0s"})
 	if err := run(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "--provider-health-check-interval") {
 		t.Errorf("interval 0: run = %v, want the interval refused", err)
 	}
@@ -133,7 +133,7 @@ func TestJSONLogHelper(t *testing.T) {
 		return
 	}
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	cfg := parseFlags(fs, []string{"--log-format-json", "--v=10"})
+	cfg := mustParseFlagSet(t, fs, []string{"--log-format-json", "--v=10"})
 	logredact.Install()
 	cfg.upstream.applyLogFormat()
 	// What client-go logs at -v=8 and above, both ways it does.
@@ -183,7 +183,7 @@ func TestPprofOnLoopback(t *testing.T) {
 		t.Fatalf("%v is not a TCP address", l.Addr())
 	}
 	port := addr.Port
-	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--enable-pprof", "--pprof-port=" + strconv.Itoa(port)})
+	cfg := mustParseFlags(t, []string{"--enable-pprof", "--pprof-port=" + strconv.Itoa(port)})
 	stop, err := cfg.upstream.servePprof(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestPprofOnLoopback(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("pprof index: %s", resp.Status)
 	}
-	off := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), nil)
+	off := mustParseFlags(t, nil)
 	stopOff, err := off.upstream.servePprof(t.Context())
 	if err != nil {
 		t.Fatal(err)

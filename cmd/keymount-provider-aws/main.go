@@ -14,6 +14,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"k8s.io/klog/v2"
 
+	"github.com/keymount/keymount/internal/cliflag"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/internal/pprofserve"
 	"github.com/keymount/keymount/internal/satoken"
@@ -52,14 +53,19 @@ type config struct {
 }
 
 func main() {
-	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	cfg, err := parseFlags(flag.NewFlagSet("keymount-provider-aws", flag.ContinueOnError), os.Args[1:])
+	if err != nil {
+		os.Exit(cliflag.ExitCode(err)) // Parse printed the usage, or one line naming the mistake.
+	}
 	os.Exit(providercmd.Main("keymount-provider-aws", version, cfg.printVersion, func(ctx context.Context) error {
 		cfg.upstream.ignored.Log()
 		return run(ctx, cfg)
 	}))
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) *config {
+// parseFlags binds every flag into a config and parses args (see
+// cliflag.Parse for what a mistake or --help prints).
+func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	cfg := &config{}
 	klog.InitFlags(fs)
 	fs.StringVar(&cfg.server.SocketDir, "provider-dir", "/var/run/secrets-store-csi-providers", "directory of provider sockets the driver searches")
@@ -77,9 +83,11 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.IntVar(&cfg.pprofPort, "pprof-port", 6066, "port of the pprof endpoint on 127.0.0.1")
 	cfg.upstream = addUpstreamFlags(fs, cfg)
 	fs.BoolVar(&cfg.printVersion, "version", false, "print the version and exit")
-	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
+	if err := cliflag.Parse(fs, args); err != nil {
+		return nil, err
+	}
 	cfg.server.Version = version
-	return cfg
+	return cfg, nil
 }
 
 func run(ctx context.Context, cfg *config) error {

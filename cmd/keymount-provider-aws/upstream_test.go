@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"maps"
 	"testing"
 	"time"
@@ -12,7 +11,7 @@ import (
 // TestExistingProviderFlags: the flags of the existing AWS provider's
 // manifests and chart parse, with their meaning where keymount has one.
 func TestExistingProviderFlags(t *testing.T) {
-	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{
+	cfg := mustParseFlags(t, []string{
 		"--provider-volume=/etc/kubernetes/secrets-store-csi-providers",
 		"--driver-writes-secrets=false",
 		"--qps=20", "--burst=40",
@@ -30,14 +29,14 @@ func TestExistingProviderFlags(t *testing.T) {
 		t.Errorf("ignored flags given: %v, want %v", got, want)
 	}
 	// Bare, as the existing provider's flag package allows.
-	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--driver-writes-secrets"})
+	cfg = mustParseFlags(t, []string{"--driver-writes-secrets"})
 	if cfg.upstream.ignored.Given()["driver-writes-secrets"] != "true" {
 		t.Errorf("bare --driver-writes-secrets: %v", cfg.upstream.ignored.Given())
 	}
 }
 
 func TestRunRejectsNonPositiveRateLimits(t *testing.T) {
-	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--qps=0", "--kubeconfig=/dev/null"})
+	cfg := mustParseFlags(t, []string{"--qps=0", "--kubeconfig=/dev/null"})
 	if err := run(t.Context(), cfg); err == nil {
 		t.Error("--qps=0: no error")
 	}
@@ -49,12 +48,12 @@ func TestRunRejectsNonPositiveRateLimits(t *testing.T) {
 func TestRegionDefaults(t *testing.T) {
 	t.Setenv("AWS_REGION", "eu-central-1")
 	t.Setenv("NODE_NAME", "ip-10-0-0-1.ec2.internal")
-	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), nil)
+	cfg := mustParseFlags(t, nil)
 	if cfg.region != "eu-central-1" || cfg.nodeName != "ip-10-0-0-1.ec2.internal" {
 		t.Errorf("region %q node %q", cfg.region, cfg.nodeName)
 	}
 	t.Setenv("AWS_REGION", "")
-	cfg = parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--node-name=n2"})
+	cfg = mustParseFlags(t, []string{"--node-name=n2"})
 	if cfg.region != "" || cfg.nodeName != "n2" {
 		t.Errorf("region %q node %q", cfg.region, cfg.nodeName)
 	}
@@ -63,7 +62,7 @@ func TestRegionDefaults(t *testing.T) {
 // TestRateLimitDefaults: without --qps and --burst the Kubernetes client
 // gets kubeclient's defaults, sized for a cold start of many identities.
 func TestRateLimitDefaults(t *testing.T) {
-	cfg := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), nil)
+	cfg := mustParseFlags(t, nil)
 	if cfg.upstream.qps != kubeclient.DefaultQPS || cfg.upstream.burst != kubeclient.DefaultBurst {
 		t.Errorf("qps %v burst %d, want %v and %d", cfg.upstream.qps, cfg.upstream.burst, kubeclient.DefaultQPS, kubeclient.DefaultBurst)
 	}

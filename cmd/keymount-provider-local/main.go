@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/keymount/keymount/internal/cliflag"
 	"github.com/keymount/keymount/provider/local"
 	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/provider/server"
@@ -32,13 +33,18 @@ type config struct {
 }
 
 func main() {
-	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	cfg, err := parseFlags(flag.NewFlagSet("keymount-provider-local", flag.ContinueOnError), os.Args[1:])
+	if err != nil {
+		os.Exit(cliflag.ExitCode(err)) // Parse printed the usage, or one line naming the mistake.
+	}
 	os.Exit(providercmd.Main("keymount-provider-local", version, cfg.printVersion, func(ctx context.Context) error {
 		return run(ctx, cfg)
 	}))
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) *config {
+// parseFlags binds every flag into a config and parses args (see
+// cliflag.Parse for what a mistake or --help prints).
+func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	cfg := &config{}
 	klog.InitFlags(fs)
 	fs.StringVar(&cfg.root, "root", "", "directory whose files the provider serves (required)")
@@ -47,9 +53,11 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.StringVar(&cfg.allowedNamespaces, "allowed-namespaces", "", "comma-separated pod namespaces the provider serves; "+
 		"a mount for a pod of any other namespace is refused with PermissionDenied (default: every namespace)")
 	fs.BoolVar(&cfg.printVersion, "version", false, "print the version and exit")
-	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
+	if err := cliflag.Parse(fs, args); err != nil {
+		return nil, err
+	}
 	cfg.server.Version = version
-	return cfg
+	return cfg, nil
 }
 
 func run(ctx context.Context, cfg *config) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io/fs"
 	"net"
 	"os"
@@ -26,7 +25,7 @@ import (
 )
 
 func TestParseFlags(t *testing.T) {
-	got := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{"--root=/srv/secrets"})
+	got := mustParseFlags(t, []string{"--root=/srv/secrets"})
 	want := &config{
 		root:   "/srv/secrets",
 		server: server.Config{Name: "local", Version: version, SocketDir: "/var/run/secrets-store-csi-providers"},
@@ -57,7 +56,7 @@ func TestRunBadConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), tc.args)
+			cfg := mustParseFlags(t, tc.args)
 			// A config that wrongly starts serving ends with the deadline
 			// (and a nil error), not with the test binary's timeout.
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -72,7 +71,7 @@ func TestRunBadConfig(t *testing.T) {
 
 func TestRunServesUntilCanceled(t *testing.T) {
 	dir := sockettest.Dir(t)
-	cfg := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{"--root=" + t.TempDir(), "--provider-dir=" + dir})
+	cfg := mustParseFlags(t, []string{"--root=" + t.TempDir(), "--provider-dir=" + dir})
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -110,12 +109,12 @@ func TestRunAllowedNamespaces(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "password"), []byte("pw"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bad := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{"--root=" + root, "--provider-dir=" + dir, "--allowed-namespaces=shop,Not_A_Namespace"})
+	bad := mustParseFlags(t, []string{"--root=" + root, "--provider-dir=" + dir, "--allowed-namespaces=shop,Not_A_Namespace"})
 	if err := run(t.Context(), bad); err == nil || !strings.Contains(err.Error(), `"Not_A_Namespace" is not a namespace name`) {
 		t.Fatalf("run with a bad list = %v, want an error naming the entry", err)
 	}
 
-	cfg := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{"--root=" + root, "--provider-dir=" + dir, "--allowed-namespaces= shop, ,demo"})
+	cfg := mustParseFlags(t, []string{"--root=" + root, "--provider-dir=" + dir, "--allowed-namespaces= shop, ,demo"})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, cfg) }()

@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/keymount/keymount/internal/cliflag/cliflagtest"
 	"github.com/keymount/keymount/provider/vault/spec"
 )
 
@@ -12,7 +13,11 @@ func parse(t *testing.T, args ...string) *config {
 	t.Helper()
 	fs := flag.NewFlagSet("keymount-provider-vault", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return parseFlags(fs, args)
+	cfg, err := parseFlags(fs, args)
+	if err != nil {
+		t.Fatalf("parseFlags %q: %v", args, err)
+	}
+	return cfg
 }
 
 // TestUpstreamFlagsAreDefaults: vault-csi-provider's -vault-addr,
@@ -40,4 +45,16 @@ func TestUpstreamFlagsAreDefaults(t *testing.T) {
 	if len(given) != 2 || given["hmac-secret-name"] != "x" || given["debug"] == "" {
 		t.Errorf("ignored flags given: %v, want hmac-secret-name and debug only", given)
 	}
+}
+
+// TestFlagMistakeIsOneLine: keymount-provider-vault's main refuses an
+// unknown flag, a bad value and a missing value with one line naming the
+// flag and --help, exit 2; --help prints every flag, exit 0.
+func TestFlagMistakeIsOneLine(t *testing.T) {
+	cliflagtest.CheckMain(t, "keymount-provider-vault", main, []cliflagtest.Mistake{
+		{Args: []string{"--foo"}, Flag: "-foo"},
+		{Args: []string{"-vault-addr=https://vault:8200", "--reissue-margin=early"}, Flag: "-reissue-margin"},
+		{Args: []string{"-vault-tls-skip-verify=perhaps"}, Flag: "-vault-tls-skip-verify"},
+		{Args: []string{"--name"}, Flag: "-name"},
+	}, "-vault-addr", "-reissue-margin")
 }

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/keymount/keymount/internal/cliflag"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/internal/satoken"
 	"github.com/keymount/keymount/provider/aws/kubeclient"
@@ -36,7 +37,10 @@ type config struct {
 }
 
 func main() {
-	cfg := parseFlags(flag.CommandLine, os.Args[1:])
+	cfg, err := parseFlags(flag.NewFlagSet("keymount-provider-vault", flag.ContinueOnError), os.Args[1:])
+	if err != nil {
+		os.Exit(cliflag.ExitCode(err)) // Parse printed the usage, or one line naming the mistake.
+	}
 	os.Exit(providercmd.Main("keymount-provider-vault", version, cfg.printVersion, func(ctx context.Context) error {
 		cfg.upstream.ignored.Log()
 		ignoreEnvironmentToken()
@@ -54,7 +58,9 @@ func ignoreEnvironmentToken() {
 	}
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) *config {
+// parseFlags binds every flag into a config and parses args (see
+// cliflag.Parse for what a mistake or --help prints).
+func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	cfg := &config{}
 	klog.InitFlags(fs)
 	fs.StringVar(&cfg.server.SocketDir, "provider-dir", "/var/run/secrets-store-csi-providers", "directory of provider sockets the driver searches")
@@ -66,14 +72,16 @@ func parseFlags(fs *flag.FlagSet, args []string) *config {
 	fs.DurationVar(&cfg.provider.MaintainEvery, "maintain-interval", vault.DefaultMaintainEvery, "how often logins and leases are renewed and idle volumes dropped")
 	cfg.upstream = addUpstreamFlags(fs, cfg)
 	fs.BoolVar(&cfg.printVersion, "version", false, "print the version and exit")
-	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag.
+	if err := cliflag.Parse(fs, args); err != nil {
+		return nil, err
+	}
 	if cfg.endpoint != "" {
 		// vault-csi-provider's -endpoint is the socket path itself.
 		cfg.server.SocketDir = filepath.Dir(cfg.endpoint)
 		cfg.server.Name = strings.TrimSuffix(filepath.Base(cfg.endpoint), ".sock")
 	}
 	cfg.server.Version = version
-	return cfg
+	return cfg, nil
 }
 
 func run(ctx context.Context, cfg *config) error {

@@ -11,8 +11,11 @@ import (
 // usageError is a command line that cannot run: keymount exits 2.
 type usageError struct {
 	err error
-	// reported: the flag package already printed the error and the usage.
+	// reported: cliflag already printed the error, in one line.
 	reported bool
+	// help is the command whose --help the error points to ("keymount
+	// mount"); empty: none.
+	help string
 }
 
 func (e *usageError) Error() string { return e.err.Error() }

@@ -1,21 +1,25 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 	"text/tabwriter"
+
+	"github.com/keymount/keymount/internal/cliflag"
 )
 
 // parseArgs parses flags that may come before, between or after the
 // positional arguments ("unmount DIR --state-dir X") and returns the
-// positional arguments. Everything after "--" is positional.
+// positional arguments. Everything after "--" is positional. A mistake
+// prints one line naming it and --help, as cliflag.Parse does.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var positional []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp { //nolint:errorlint // flag returns ErrHelp itself.
+		if err := cliflag.Parse(fs, args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
 			return nil, &usageError{err: err, reported: true}

@@ -61,7 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	var err error
-	switch cmd, rest := args[0], args[1:]; cmd {
+	cmd, rest := args[0], args[1:]
+	switch cmd {
 	case "mount":
 		err = mountCommand(ctx, rest, stdout, stderr)
 	case "unmount":
@@ -73,9 +74,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		err = helpCommand(rest, stdout)
 	default:
-		err = usageErrorf("unknown command %q", cmd)
-		_, _ = fmt.Fprintf(stderr, "keymount: %v\n\n%s", err, usage)
-		return exitUsage
+		err = &usageError{err: fmt.Errorf("unknown command %q", cmd), help: "keymount"}
+		return exitCode(err, stderr)
+	}
+	var uerr *usageError
+	if errors.As(err, &uerr) && uerr.help == "" {
+		uerr.help = "keymount"
+		if cmd == "mount" || cmd == "unmount" || cmd == "convert" {
+			uerr.help += " " + cmd
+		}
 	}
 	return exitCode(err, stderr)
 }
@@ -86,7 +93,11 @@ func exitCode(err error, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &uerr):
-		if !uerr.reported {
+		switch {
+		case uerr.reported:
+		case uerr.help != "":
+			_, _ = fmt.Fprintf(stderr, "keymount: %v (see %s --help)\n", err, uerr.help)
+		default:
 			_, _ = fmt.Fprintf(stderr, "keymount: %v\n", err)
 		}
 		return exitUsage

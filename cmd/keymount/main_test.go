@@ -23,7 +23,7 @@ func TestRunDispatch(t *testing.T) {
 		{args: []string{"help", "nope"}, code: exitUsage, stderr: `unknown command "nope"`},
 		{args: []string{"version"}, code: exitOK, stdout: "keymount dev ("},
 		{args: []string{"version", "x"}, code: exitUsage, stderr: "no arguments"},
-		{args: []string{"frobnicate"}, code: exitUsage, stderr: "keymount: unknown command \"frobnicate\"\n\nkeymount mounts"},
+		{args: []string{"frobnicate"}, code: exitUsage, stderr: "keymount: unknown command \"frobnicate\" (see keymount --help)\n"},
 		{args: []string{"mount", "--no-such-flag"}, code: exitUsage, stderr: "flag provided but not defined: -no-such-flag"},
 		{args: []string{"mount", "-h"}, code: exitOK, stderr: "Usage: keymount mount -f class.yaml --target DIR"},
 		{args: []string{"mount", "-f", "x.yaml"}, code: exitUsage, stderr: "keymount: mount: --target is required"},
