@@ -30,6 +30,7 @@ as given (the sync controller chart's value).
   {{- end }}
   securityContext:
     {{- include "keymount.controllerContainerSecurity" $ | nindent 4 }}
+  {{- include "keymount.providerProbes" (dict "root" $ "binary" "/usr/local/bin/keymount-provider-local" "dir" $c.providerVolume "name" .name "extraArgs" .extraArgs) | nindent 2 }}
   {{- with .resources }}
   resources:
     {{- toYaml . | nindent 4 }}
@@ -82,6 +83,7 @@ as given (the sync controller chart's value).
     {{- end }}
   securityContext:
     {{- include "keymount.controllerContainerSecurity" $ | nindent 4 }}
+  {{- include "keymount.providerProbes" (dict "root" $ "binary" "/usr/local/bin/keymount-provider-aws" "dir" $c.providerVolume "name" "" "extraArgs" .extraArgs) | nindent 2 }}
   {{- with .resources }}
   resources:
     {{- toYaml . | nindent 4 }}
@@ -127,6 +129,7 @@ as given (the sync controller chart's value).
   {{- end }}
   securityContext:
     {{- include "keymount.controllerContainerSecurity" $ | nindent 4 }}
+  {{- include "keymount.providerProbes" (dict "root" $ "binary" "/usr/local/bin/keymount-provider-vault" "dir" $c.providerVolume "name" "" "extraArgs" .extraArgs) | nindent 2 }}
   {{- with .resources }}
   resources:
     {{- toYaml . | nindent 4 }}
