@@ -32,6 +32,9 @@ var version = "dev"
 
 // config is every flag of the binary.
 type config struct {
+	// probe is --probe and --probe-timeout: probe the provider serving
+	// on the socket, then exit.
+	probe providercmd.Probe
 	// metricsAddr is --metrics-addr; "" serves none.
 	metricsAddr string
 	// printVersion is --version: print the version and exit.
@@ -56,6 +59,9 @@ func main() {
 	cfg, err := parseFlags(flag.NewFlagSet("keymount-provider-aws", flag.ContinueOnError), os.Args[1:])
 	if err != nil {
 		os.Exit(cliflag.ExitCode(err)) // Parse printed the usage, or one line naming the mistake.
+	}
+	if cfg.probe.On { // the container's liveness and readiness probe
+		os.Exit(cfg.probe.Run(os.Stderr, "keymount-provider-aws", cfg.server))
 	}
 	os.Exit(providercmd.Main("keymount-provider-aws", version, cfg.printVersion, func(ctx context.Context) error {
 		cfg.upstream.ignored.Log()
@@ -82,6 +88,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.BoolVar(&cfg.enablePprof, "enable-pprof", false, "serve Go's pprof handlers on 127.0.0.1:--pprof-port (as keymount-driver's flag)")
 	fs.IntVar(&cfg.pprofPort, "pprof-port", 6066, "port of the pprof endpoint on 127.0.0.1")
 	cfg.upstream = addUpstreamFlags(fs, cfg)
+	cfg.probe.AddFlags(fs)
 	fs.BoolVar(&cfg.printVersion, "version", false, "print the version and exit")
 	if err := cliflag.Parse(fs, args); err != nil {
 		return nil, err

@@ -23,6 +23,9 @@ var version = "dev"
 
 // config is every flag of the binary.
 type config struct {
+	// probe is --probe and --probe-timeout: probe the provider serving
+	// on the socket, then exit.
+	probe providercmd.Probe
 	// printVersion is --version: print the version and exit.
 	printVersion bool
 	server       server.Config
@@ -36,6 +39,9 @@ func main() {
 	cfg, err := parseFlags(flag.NewFlagSet("keymount-provider-local", flag.ContinueOnError), os.Args[1:])
 	if err != nil {
 		os.Exit(cliflag.ExitCode(err)) // Parse printed the usage, or one line naming the mistake.
+	}
+	if cfg.probe.On { // the container's liveness and readiness probe
+		os.Exit(cfg.probe.Run(os.Stderr, "keymount-provider-local", cfg.server))
 	}
 	os.Exit(providercmd.Main("keymount-provider-local", version, cfg.printVersion, func(ctx context.Context) error {
 		return run(ctx, cfg)
@@ -52,6 +58,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.StringVar(&cfg.server.Name, "name", "local", "provider name, as in SecretProviderClass spec.provider; the socket is <provider-dir>/<name>.sock")
 	fs.StringVar(&cfg.allowedNamespaces, "allowed-namespaces", "", "comma-separated pod namespaces the provider serves; "+
 		"a mount for a pod of any other namespace is refused with PermissionDenied (default: every namespace)")
+	cfg.probe.AddFlags(fs)
 	fs.BoolVar(&cfg.printVersion, "version", false, "print the version and exit")
 	if err := cliflag.Parse(fs, args); err != nil {
 		return nil, err

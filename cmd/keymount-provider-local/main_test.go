@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keymount/keymount/internal/unixsocket/sockettest"
+	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/provider/server"
 	"github.com/keymount/keymount/provider/v1alpha1"
 	"github.com/keymount/keymount/tests/poll"
@@ -29,6 +30,7 @@ func TestParseFlags(t *testing.T) {
 	want := &config{
 		root:   "/srv/secrets",
 		server: server.Config{Name: "local", Version: version, SocketDir: "/var/run/secrets-store-csi-providers"},
+		probe:  providercmd.Probe{Timeout: providercmd.DefaultProbeTimeout},
 	}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(config{})); diff != "" {
 		t.Errorf("parseFlags (-want +got):\n%s", diff)

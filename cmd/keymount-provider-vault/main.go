@@ -27,6 +27,9 @@ var version = "dev"
 
 // config is every flag of the binary.
 type config struct {
+	// probe is --probe and --probe-timeout: probe the provider serving
+	// on the socket, then exit.
+	probe        providercmd.Probe
 	printVersion bool
 	metricsAddr  string
 	kubeconfig   string
@@ -40,6 +43,9 @@ func main() {
 	cfg, err := parseFlags(flag.NewFlagSet("keymount-provider-vault", flag.ContinueOnError), os.Args[1:])
 	if err != nil {
 		os.Exit(cliflag.ExitCode(err)) // Parse printed the usage, or one line naming the mistake.
+	}
+	if cfg.probe.On { // the container's liveness and readiness probe
+		os.Exit(cfg.probe.Run(os.Stderr, "keymount-provider-vault", cfg.server))
 	}
 	os.Exit(providercmd.Main("keymount-provider-vault", version, cfg.printVersion, func(ctx context.Context) error {
 		cfg.upstream.ignored.Log()
@@ -71,6 +77,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.DurationVar(&cfg.provider.VolumeIdle, "volume-idle", vault.DefaultVolumeIdle, "a volume not mounted or refreshed for this long is gone (keymount's driver tells of an unpublish at once; this is the fallback for the upstream driver and for a driver killed before it told): its identity's login is revoked with its last volume; keep it above the driver's --rotation-poll-interval")
 	fs.DurationVar(&cfg.provider.MaintainEvery, "maintain-interval", vault.DefaultMaintainEvery, "how often logins and leases are renewed and idle volumes dropped")
 	cfg.upstream = addUpstreamFlags(fs, cfg)
+	cfg.probe.AddFlags(fs)
 	fs.BoolVar(&cfg.printVersion, "version", false, "print the version and exit")
 	if err := cliflag.Parse(fs, args); err != nil {
 		return nil, err
