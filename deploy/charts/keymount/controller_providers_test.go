@@ -120,10 +120,17 @@ func TestControllerKeymountProviders(t *testing.T) {
 	if got := containerNames(d.Spec.Template.Spec.Containers); !slices.Equal(got, []string{"controller"}) {
 		t.Errorf("keymountProviders=false: containers %v", got)
 	}
+	checkNoSidecarAccounts(t, off)
+}
+
+// checkNoSidecarAccounts: r has no ServiceAccount, token Secret or binding
+// of keymount's provider sidecars in the controller's pod.
+func checkNoSidecarAccounts(t *testing.T, r *release) {
+	t.Helper()
 	for _, name := range []string{controllerName + "-provider-aws", controllerName + "-provider-vault"} {
-		_, bound := off.bindings[name]
-		_, acct := off.serviceAccounts[name]
-		_, token := off.secrets[name+"-token"]
+		_, bound := r.bindings[name]
+		_, acct := r.serviceAccounts[name]
+		_, token := r.secrets[name+"-token"]
 		if bound || acct || token {
 			t.Errorf("keymountProviders=false, yet %s: binding %v, ServiceAccount %v, token Secret %v", name, bound, acct, token)
 		}

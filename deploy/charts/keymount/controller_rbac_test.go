@@ -222,6 +222,14 @@ func checkSidecarIdentity(t *testing.T, r *release, pod *corev1.PodSpec, name st
 	if !slices.Equal(keys, []string{"token", "ca.crt", "namespace"}) || pod.Volumes[i].Secret.Optional != nil && *pod.Volumes[i].Secret.Optional {
 		t.Errorf("%s: keys %v (optional %v), want token, ca.crt and namespace, required", vol, keys, pod.Volumes[i].Secret.Optional)
 	}
+	checkSidecarAccount(t, r, sa, releaseName+"-"+name)
+}
+
+// checkSidecarAccount: the release renders the ServiceAccount sa, an
+// empty token Secret <sa>-token of it, and binds it the ClusterRole role
+// alone.
+func checkSidecarAccount(t *testing.T, r *release, sa, role string) {
+	t.Helper()
 	sec := r.secrets[sa+"-token"]
 	if sec == nil || sec.Type != corev1.SecretTypeServiceAccountToken || sec.Annotations[corev1.ServiceAccountNameKey] != sa || sec.Namespace != namespace || len(sec.Data)+len(sec.StringData) > 0 {
 		t.Errorf("Secret %s-token: %+v, want an empty token Secret of %s", sa, sec, sa)
@@ -243,7 +251,7 @@ func checkSidecarIdentity(t *testing.T, r *release, pod *corev1.PodSpec, name st
 			roles = append(roles, "Role "+b.RoleRef.Name)
 		}
 	}
-	if want := []string{releaseName + "-" + name}; !slices.Equal(roles, want) {
+	if want := []string{role}; !slices.Equal(roles, want) {
 		t.Errorf("%s is bound to %v, want %v", sa, roles, want)
 	}
 }

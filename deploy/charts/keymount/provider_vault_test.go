@@ -169,8 +169,27 @@ func TestControllerVaultProvider(t *testing.T) {
 	if diff := cmp.Diff(k.clusterRoles[controllerName+"-provider-vault"].Rules, r.clusterRoles[releaseName+"-provider-vault"].Rules); diff != "" {
 		t.Errorf("the Vault sidecar's rules (-kustomize +chart):\n%s", diff)
 	}
-	// The same identity: its own ServiceAccount, its token Secret mounted
-	// the same way, the rules bound to it alone.
+	checkVaultSidecarIdentityMatches(t, k, &kd.Spec.Template.Spec, r, &pod)
+
+	off := renderValues(t, merge(vals, map[string]any{"controller": map[string]any{"keymountProviders": false}}))
+	d, c = off.controller(t)
+	if got := containerNames(d.Spec.Template.Spec.Containers); !slices.Equal(got, []string{"controller"}) {
+		t.Errorf("keymountProviders=false: containers %v", got)
+	}
+	checkNoSidecarAccounts(t, off)
+	// The DaemonSet's audience still reaches the controller: it may
+	// serve a third-party Vault provider from providerContainer.
+	if !hasArg(c.Args, "--token-request-audience=vault") {
+		t.Errorf("keymountProviders=false: controller args %q", c.Args)
+	}
+}
+
+// checkVaultSidecarIdentityMatches: components/controller-vault (k, its
+// controller pod kpod) gives the Vault sidecar the identity the chart (r,
+// pod) gives it: its own ServiceAccount, its token Secret mounted the same
+// way, the rules bound to it alone.
+func checkVaultSidecarIdentityMatches(t *testing.T, k *kustomized, kpod *corev1.PodSpec, r *release, pod *corev1.PodSpec) {
+	t.Helper()
 	var kb rbacv1.ClusterRoleBinding
 	if !kustomizedAs(t, k, "ClusterRoleBinding", controllerName+"-provider-vault", &kb) || len(kb.Subjects) != 1 ||
 		!boundTo(kb.Subjects, controllerName+"-provider-vault") {
@@ -187,7 +206,7 @@ func TestControllerVaultProvider(t *testing.T) {
 		}
 		return &spec.Volumes[i]
 	}
-	if diff := cmp.Diff(volOf(&kd.Spec.Template.Spec), volOf(&pod)); diff != "" {
+	if diff := cmp.Diff(volOf(kpod), volOf(pod)); diff != "" {
 		t.Errorf("the Vault sidecar's credentials volume (-kustomize +chart):\n%s", diff)
 	}
 	var ksec corev1.Secret
@@ -197,19 +216,5 @@ func TestControllerVaultProvider(t *testing.T) {
 	if diff := cmp.Diff(&ksec, r.secrets[controllerName+"-provider-vault-token"],
 		cmpopts.IgnoreFields(metav1.ObjectMeta{}, "Labels")); diff != "" {
 		t.Errorf("the Vault sidecar's token Secret (-kustomize +chart):\n%s", diff)
-	}
-
-	off := renderValues(t, merge(vals, map[string]any{"controller": map[string]any{"keymountProviders": false}}))
-	d, c = off.controller(t)
-	if got := containerNames(d.Spec.Template.Spec.Containers); !slices.Equal(got, []string{"controller"}) {
-		t.Errorf("keymountProviders=false: containers %v", got)
-	}
-	if _, ok := off.bindings[controllerName+"-provider-vault"]; ok {
-		t.Error("keymountProviders=false, yet the Vault provider's ClusterRole is bound to the controller")
-	}
-	// The DaemonSet's audience still reaches the controller: it may
-	// serve a third-party Vault provider from providerContainer.
-	if !hasArg(c.Args, "--token-request-audience=vault") {
-		t.Errorf("keymountProviders=false: controller args %q", c.Args)
 	}
 }
