@@ -25,7 +25,7 @@ func NewAWS() *AWS {
 	f := factory{reg: m.reg}
 	m.calls = f.counterVec(prometheus.CounterOpts{
 		Name: "keymount_aws_store_requests_total",
-		Help: "AWS API operations the provider sent (Secrets Manager, SSM Parameter Store), retries included, by outcome: ok or the AWS error code.",
+		Help: "AWS API operations the provider sent (Secrets Manager, SSM Parameter Store), retries included, by outcome: ok, a known AWS error code, other (any other code) or error (no code: unreachable, cancelled).",
 	}, "service", "operation", "outcome")
 	m.duration = f.histogramVec(prometheus.HistogramOpts{
 		Name:    "keymount_aws_store_request_duration_seconds",
