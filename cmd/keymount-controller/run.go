@@ -25,6 +25,7 @@ import (
 	"github.com/keymount/keymount/controller/secretmirror"
 	"github.com/keymount/keymount/controller/secretsync"
 	"github.com/keymount/keymount/controller/synchash"
+	"github.com/keymount/keymount/controller/telemetry"
 	"github.com/keymount/keymount/controller/tokens"
 	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/internal/logredact"
@@ -66,14 +67,14 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	m, err := secretsync.NewMetrics(crmetrics.Registry)
+	m, err := telemetry.Register(crmetrics.Registry)
 	if err != nil {
 		return err
 	}
-	m.ProvidersFound(providers.Found)
+	m.SecretSync.ProvidersFound(providers.Found)
 	err = secretsync.SetupWithManager(ctx, mgr, secretsync.Options{Config: cfg.sync, Workers: cfg.workers, Deps: secretsync.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Providers: providers, Tokens: toks,
-		Hashes: hashes, Events: mgr.GetEventRecorder("keymount-controller"), Metrics: m,
+		Hashes: hashes, Events: mgr.GetEventRecorder("keymount-controller"), Metrics: m.SecretSync,
 	}})
 	if err != nil {
 		return err
@@ -84,7 +85,7 @@ func run(ctx context.Context, cfg *config) error {
 		return err
 	}
 	if cfg.enableFanout {
-		if err := setupFanout(ctx, mgr, cfg, toks); err != nil {
+		if err := setupFanout(ctx, mgr, cfg, toks, m.Fanout); err != nil {
 			return err
 		}
 	}
@@ -114,7 +115,7 @@ func restartHashKey(ctx context.Context, hashes *synchash.KeySource) []byte {
 // setupFanout adds the fan-out reconcilers (--enable-fanout) on one shared
 // cache of namespace metadata and copies (controller/fanout): reflector's
 // annotations and SecretMirrors.
-func setupFanout(ctx context.Context, mgr ctrl.Manager, cfg *config, toks secretmirror.TokenSource) error {
+func setupFanout(ctx context.Context, mgr ctrl.Manager, cfg *config, toks secretmirror.TokenSource, m *fanout.Metrics) error {
 	c, err := fanout.NewCache(mgr)
 	if err != nil {
 		return err
@@ -123,10 +124,10 @@ func setupFanout(ctx context.Context, mgr ctrl.Manager, cfg *config, toks secret
 	if err != nil {
 		return err
 	}
-	if err := reflector.SetupWithManager(ctx, mgr, reflector.Options{Cache: c, Workers: cfg.workers, Writes: writes}); err != nil {
+	if err := reflector.SetupWithManager(ctx, mgr, reflector.Options{Cache: c, Workers: cfg.workers, Writes: writes, Metrics: m}); err != nil {
 		return err
 	}
-	return setupMirrors(ctx, mgr, cfg, c, writes, toks)
+	return setupMirrors(ctx, mgr, cfg, c, writes, toks, m)
 }
 
 // fanoutClient is the client that writes the copies: uncached, with its
@@ -147,7 +148,7 @@ func fanoutClient(mgr ctrl.Manager, cfg *config) (client.Client, error) {
 // setupMirrors adds SecretMirrors (controller/secretmirror) when the API server
 // serves their CRD (deploy/crds installs it); without it, they are off and
 // the log says so.
-func setupMirrors(ctx context.Context, mgr ctrl.Manager, cfg *config, copies cache.Cache, writes client.Client, toks secretmirror.TokenSource) error {
+func setupMirrors(ctx context.Context, mgr ctrl.Manager, cfg *config, copies cache.Cache, writes client.Client, toks secretmirror.TokenSource, m *fanout.Metrics) error {
 	gk := schema.GroupKind{Group: mirrorsv1alpha2.GroupName, Kind: "SecretMirror"}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gk, mirrorsv1alpha2.Version); err != nil {
 		if meta.IsNoMatchError(err) {
@@ -161,7 +162,7 @@ func setupMirrors(ctx context.Context, mgr ctrl.Manager, cfg *config, copies cac
 		Events: mgr.GetEventRecorder("keymount-controller"),
 		// Vault sources with auth.kubernetes: tokens for the audiences
 		// --token-request-audience lists, as SecretSyncs get.
-		Tokens: toks, Audiences: cfg.sync.Audiences,
+		Tokens: toks, Audiences: cfg.sync.Audiences, Metrics: m,
 	}})
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 
@@ -56,8 +57,24 @@ func (w *Writer) Batch(owner, desired client.Object) (*Batch, error) {
 }
 
 // Apply writes the batch's copy into namespace as Writer.Apply does;
-// existing is the object of that name there in the copies cache.
+// existing is the object of that name there in the copies cache. The
+// writer's Metrics count the write, the conflict or the failure.
 func (b *Batch) Apply(ctx context.Context, namespace string, existing client.Object) (Result, error) {
+	res, err := b.write(ctx, namespace, existing)
+	w, kind := b.w, kindOf(b.desired)
+	switch {
+	case errors.Is(err, ErrNotOurs):
+		w.Metrics.Conflict(w.Name, kind)
+	case err != nil:
+		w.Metrics.failed(w.Name, kind, OperationWrite)
+	default:
+		w.Metrics.wrote(w.Name, kind, res)
+	}
+	return res, err
+}
+
+// write is Apply without the metrics.
+func (b *Batch) write(ctx context.Context, namespace string, existing client.Object) (Result, error) {
 	w := b.w
 	key := recentKey{kindOf(b.desired), namespace, b.desired.GetName()}
 	if w.Recent.pending(key, b.digest, existing) {

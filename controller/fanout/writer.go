@@ -62,6 +62,9 @@ type Writer struct {
 	// Recent, when set, remembers this writer's writes until the copies
 	// cache has them (share it with the CopyHandler of the copies).
 	Recent *Recent
+	// Metrics, when set, count the writes, deletes, conflicts and
+	// failures under the label writer=Name.
+	Metrics *Metrics
 }
 
 // Apply makes the copy desired (a *corev1.Secret or *corev1.ConfigMap
@@ -88,8 +91,13 @@ func (w *Writer) Delete(ctx context.Context, existing client.Object) error {
 	w.Recent.Forget(existing)
 	uid := existing.GetUID()
 	err := w.Client.Delete(ctx, existing, client.Preconditions{UID: &uid})
-	if err != nil && !apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		w.Metrics.failed(w.Name, kindOf(existing), OperationDelete)
 		return fmt.Errorf("delete %s %s/%s: %w", kindOf(existing), existing.GetNamespace(), existing.GetName(), err)
+	default:
+		w.Metrics.removed(w.Name, kindOf(existing))
 	}
 	return nil
 }

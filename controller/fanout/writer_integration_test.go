@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,39 @@ type writerEnv struct {
 	rec *events.FakeRecorder
 	w   *fanout.Writer
 	src *corev1.Secret // the owner of the copies
+	reg *prometheus.Registry
+}
+
+// count is the value of the fan-out counter name of writer "test" with
+// the other labels given, 0 when it has no such series.
+func (e *writerEnv) count(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if got["writer"] != "test" {
+				continue
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue series
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 func startWriter(t *testing.T) *writerEnv {
@@ -36,7 +70,12 @@ func startWriter(t *testing.T) *writerEnv {
 		t.Fatal(err)
 	}
 	e := &writerEnv{c: c, cs: kubernetes.NewForConfigOrDie(env.Config), rec: events.NewFakeRecorder(100)}
-	e.w = &fanout.Writer{Name: "test", Client: c, Live: c, Events: e.rec}
+	e.reg = prometheus.NewRegistry()
+	m, err := fanout.NewMetrics(e.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.w = &fanout.Writer{Name: "test", Client: c, Live: c, Events: e.rec, Metrics: m}
 	e.src = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "src"}, Data: map[string][]byte{"k": []byte("v")}}
 	if err := c.Create(t.Context(), e.src); err != nil {
 		t.Fatal(err)
@@ -135,6 +174,21 @@ func testWriterLifecycle(t *testing.T, e *writerEnv) {
 	if _, err := e.cs.CoreV1().Secrets("life").Get(ctx, "copy", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("copy after Delete: %v, want NotFound", err)
 	}
+	// The metrics counted one create, two updates (the source change and
+	// the hand edit undone), no write of the unchanged copy, one delete.
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{fanout.MetricCopiesWritten, map[string]string{"kind": "Secret", "result": "created"}, 1},
+		{fanout.MetricCopiesWritten, map[string]string{"kind": "Secret", "result": "updated"}, 2},
+		{fanout.MetricCopiesDeleted, map[string]string{"kind": "Secret"}, 1},
+	} {
+		if got := e.count(t, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
 }
 
 // testWriterUnowned: a same-named Secret keymount did not write is
@@ -164,6 +218,9 @@ func testWriterUnowned(t *testing.T, e *writerEnv) {
 	got := e.get(t, "theirs", "copy")
 	if diff := cmp.Diff(map[string]string{"mine": "keep"}, stringData(got)); diff != "" || got.Labels[fanout.LabelCopy] != "" {
 		t.Fatalf("the unowned Secret changed (labels %v, -want +got):\n%s", got.Labels, diff)
+	}
+	if got := e.count(t, fanout.MetricConflicts, map[string]string{"kind": "Secret"}); got != 1 {
+		t.Errorf("%s = %v after one conflict, want 1", fanout.MetricConflicts, got)
 	}
 	// Another writer's copy is not this writer's either.
 	other := &fanout.Writer{Name: "other", Client: e.c, Live: e.c}

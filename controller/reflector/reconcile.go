@@ -96,7 +96,7 @@ func (r *Reconciler) writeCopies(ctx context.Context, src client.Object, want ma
 	}
 	var mu sync.Mutex
 	var errs []error
-	conflicts, written := 0, 0
+	conflicts, written, stale := 0, 0, 0
 	sem := make(chan struct{}, writeParallelism)
 	var wg sync.WaitGroup
 	for ns := range want {
@@ -113,10 +113,17 @@ func (r *Reconciler) writeCopies(ctx context.Context, src client.Object, want ma
 				errs = append(errs, err)
 			case res != fanout.Unchanged:
 				written++
+				if fanout.Stale(copies[ns], desired, AnnotationReflectedVersion) {
+					stale++
+				}
 			}
 		})
 	}
 	wg.Wait()
+	if len(errs) == 0 && stale > 0 {
+		// The source's change reached its last copy.
+		w.Metrics.Propagated(WriterName, fanout.ChangedAt(src), r.clock.Now())
+	}
 	if written > 0 {
 		klog.V(2).InfoS("reflected", "kind", r.kind.name, "source", klog.KObj(src), "written", written, "namespaces", len(want))
 	}
@@ -201,9 +208,13 @@ func (r *Reconciler) reconcileMirror(ctx context.Context, key, ref types.Namespa
 	})
 	w := *r.writer
 	w.Adopt = func(o client.Object) bool { return o.GetAnnotations()[AnnotationReflects] == ref.String() }
-	if _, err := w.Apply(ctx, src, desired, mirror); err != nil {
+	res, err := w.Apply(ctx, src, desired, mirror)
+	if err != nil {
 		r.events.Eventf(mirror, nil, corev1.EventTypeWarning, fanout.ReasonCopyFailed, "Reflect", "%v", err)
 		return reconcile.Result{}, err
+	}
+	if res != fanout.Unchanged && fanout.Stale(mirror, desired, AnnotationReflectedVersion) {
+		w.Metrics.Propagated(WriterName, fanout.ChangedAt(src), r.clock.Now())
 	}
 	return ctrl.Result{}, nil
 }

@@ -51,6 +51,9 @@ type Options struct {
 	// copied into 1,000 namespaces is not held to the controller's. The
 	// manager's client and API reader when nil.
 	Writes client.Client
+	// Metrics, when set, count the copies (writer="reflector") and time
+	// a source change to its last copy.
+	Metrics *fanout.Metrics
 }
 
 // Reconciler reflects the sources and manual mirrors of one Kind.
@@ -78,6 +81,7 @@ func SetupWithManager(_ context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Workers <= 0 {
 		opts.Workers = 1
 	}
+	opts.Metrics.Init(WriterName)
 	var (
 		writes     = mgr.GetClient()
 		writesLive = mgr.GetAPIReader()
@@ -96,7 +100,7 @@ func SetupWithManager(_ context.Context, mgr ctrl.Manager, opts Options) error {
 		r := &Reconciler{
 			kind: k, cache: opts.Cache, sources: inf, live: mgr.GetAPIReader(), events: opts.Events, clock: clock.RealClock{},
 			writer: &fanout.Writer{Name: WriterName, Client: writes, Live: writesLive, Events: opts.Events,
-				Volatile: []string{AnnotationReflectedAt}, Recent: fanout.NewRecent()},
+				Volatile: []string{AnnotationReflectedAt}, Recent: fanout.NewRecent(), Metrics: opts.Metrics},
 		}
 		if err := r.setup(mgr, opts.Workers); err != nil {
 			return err

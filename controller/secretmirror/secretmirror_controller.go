@@ -52,6 +52,9 @@ type Deps struct {
 	// Audiences are those Tokens may be asked for (the controller's
 	// --token-request-audience); a Vault source naming another is an Error.
 	Audiences []string
+	// Metrics, when set, count the copies (writer="mirror") and time a
+	// source Secret's change to its last copy.
+	Metrics *fanout.Metrics
 }
 
 // Options configure SetupWithManager.
@@ -88,10 +91,11 @@ func newReconciler(deps Deps) (*Reconciler, error) {
 	if deps.Writes != nil {
 		writes, writesLive = deps.Writes, deps.Writes
 	}
+	deps.Metrics.Init(Writer)
 	return &Reconciler{
 		client: deps.Client, live: deps.Live, events: deps.Events, copies: deps.Copies,
 		writer: fanout.Writer{Name: Writer, Client: writes, Live: writesLive, Events: deps.Events, Volatile: volatile,
-			Recent: fanout.NewRecent()},
+			Recent: fanout.NewRecent(), Metrics: deps.Metrics},
 		vault: newVaultReader(deps.Live, deps.Tokens, deps.Audiences),
 	}, nil
 }

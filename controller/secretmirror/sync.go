@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,16 +57,25 @@ func (r *Reconciler) fanOut(ctx context.Context, m *mirrorsv1alpha2.SecretMirror
 	}
 	var written, notOwned []string
 	failed := map[string]error{}
+	stale := 0
 	for _, ns := range namespaces {
-		wrote, err := r.writeCopy(ctx, m, desired(m, src, from.typ, ns))
+		w, err := r.writeCopy(ctx, m, desired(m, src, from.typ, ns))
 		switch {
 		case errors.Is(err, fanout.ErrNotOurs):
 			notOwned = append(notOwned, ns)
 		case err != nil:
 			failed[ns] = err
-		case wrote:
+		case w.wrote:
 			written = append(written, ns)
+			if w.stale {
+				stale++
+			}
 		}
+	}
+	if len(failed) == 0 && stale > 0 {
+		// The source's change reached its last copy (a Vault source,
+		// without managedFields, is not timed).
+		r.writer.Metrics.Propagated(Writer, fanout.ChangedAt(src), time.Now())
 	}
 	deleted, err := r.prune(ctx, m, func(ns string) bool { return slices.Contains(namespaces, ns) })
 	if err != nil {
@@ -126,8 +136,12 @@ func (r *Reconciler) matching(ctx context.Context, m matcher, sourceNS string) (
 	return out, nil
 }
 
-// writeCopy makes want m's current copy; it reports whether it wrote.
-func (r *Reconciler) writeCopy(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, want *corev1.Secret) (bool, error) {
+// wrote says what writeCopy did: wrote the copy, and whether the copy it
+// replaced was written from an older version of the source.
+type wrote struct{ wrote, stale bool }
+
+// writeCopy makes want m's current copy.
+func (r *Reconciler) writeCopy(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, want *corev1.Secret) (wrote, error) {
 	var existing client.Object
 	cur := &corev1.Secret{}
 	switch err := r.copies.Get(ctx, client.ObjectKeyFromObject(want), cur); {
@@ -136,16 +150,20 @@ func (r *Reconciler) writeCopy(ctx context.Context, m *mirrorsv1alpha2.SecretMir
 		r.events.Eventf(m, nil, corev1.EventTypeWarning, fanout.ReasonCopyConflict, "Copy",
 			"Secret %s/%s is the copy of SecretMirror %s: left alone, no copy in namespace %s",
 			cur.Namespace, cur.Name, cur.Annotations[fanout.AnnotationOwner], cur.Namespace)
-		return false, fmt.Errorf("copy %s/%s of another SecretMirror: %w", cur.Namespace, cur.Name, fanout.ErrNotOurs)
+		r.writer.Metrics.Conflict(Writer, "Secret")
+		return wrote{}, fmt.Errorf("copy %s/%s of another SecretMirror: %w", cur.Namespace, cur.Name, fanout.ErrNotOurs)
 	case err == nil:
 		existing = cur
 	case !apierrors.IsNotFound(err):
-		return false, err
+		return wrote{}, err
 	}
 	w := r.writer
 	w.Adopt = adopts(m)
 	res, err := w.Apply(ctx, m, want, existing)
-	return res != fanout.Unchanged, err
+	if err != nil || res == fanout.Unchanged {
+		return wrote{}, err
+	}
+	return wrote{wrote: true, stale: fanout.Stale(existing, want, AnnotationParentVersion)}, nil
 }
 
 // prune deletes the copies m owns in namespaces keep refuses; it returns

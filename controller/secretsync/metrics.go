@@ -13,6 +13,8 @@ import (
 type Metrics struct {
 	syncs    *prometheus.CounterVec
 	provider *prometheus.HistogramVec
+	// staleness tells how current the SecretSyncs are (staleness.go).
+	staleness staleness
 	// providers bounds the provider label: a name whose socket the
 	// provider client never found counts as metrics.UnknownProvider.
 	providers metrics.ProviderLabels
@@ -41,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range Results {
 		m.syncs.WithLabelValues(r) // every result exported from the start, at 0
 	}
-	for _, c := range []prometheus.Collector{m.syncs, m.provider} {
+	for _, c := range append([]prometheus.Collector{m.syncs, m.provider}, m.staleness.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

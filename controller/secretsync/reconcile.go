@@ -171,6 +171,9 @@ func (r *Reconciler) failed(ctx context.Context, ss *ss1.SecretSync, st refreshS
 	if triggered && r.cfg.Backoff.Left(st.failures, st.lastFailure, now) > 0 {
 		st.cutBackoff = st.failures + 1
 	}
+	if st.failures == 0 {
+		st.failingSince = now
+	}
 	st.failures++
 	st.lastFailure = now
 	st.failedGeneration = ss.Generation
@@ -199,6 +202,7 @@ func (r *Reconciler) succeeded(ctx context.Context, ss *ss1.SecretSync, st refre
 		}
 	}
 	r.state.put(ss.UID, refreshState{lastRefresh: now})
+	r.Metrics.SyncSucceeded(now)
 	r.emitWritten(ss, out)
 	if after := afterSuccess(ss, p); after > 0 {
 		return ctrl.Result{RequeueAfter: max(after, minRequeue)}, nil

@@ -101,7 +101,9 @@ func newReconciler(cfg Config, deps Deps) (*Reconciler, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}
-	return &Reconciler{Deps: deps, cfg: cfg, state: newStates()}, nil
+	r := &Reconciler{Deps: deps, cfg: cfg, state: newStates()}
+	deps.Metrics.watchStates(r.state, deps.Clock.Now)
+	return r, nil
 }
 
 // CacheOptions are the manager cache options the reconciler needs: Secrets

@@ -20,6 +20,8 @@ type refreshState struct {
 	failures         int
 	lastFailure      time.Time
 	failedGeneration int64
+	// failingSince is the first failure of the ones in a row.
+	failingSince time.Time
 	// cutBackoff is failures when a trigger last cut the backoff short.
 	cutBackoff int
 }
