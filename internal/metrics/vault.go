@@ -14,6 +14,7 @@ type Vault struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	failures *prometheus.CounterVec
+	reissues prometheus.Counter
 }
 
 // VaultOperations are the operations the Vault provider counts.
@@ -32,6 +33,10 @@ func NewVault() *Vault {
 		Name: "keymount_vault_request_failures_total",
 		Help: "Requests to Vault that failed, by operation.",
 	}, "operation")
+	m.reissues = f.counter(prometheus.CounterOpts{
+		Name: "keymount_vault_lease_reissues_total",
+		Help: "Leased objects requested again because their lease, or the login they were issued under, ended or would end before it could be renewed past the margin.",
+	})
 	for _, op := range VaultOperations {
 		m.requests.WithLabelValues(op)
 		m.failures.WithLabelValues(op)
@@ -47,6 +52,9 @@ func (m *Vault) VaultRequest(op string, failed bool) {
 	}
 	m.requests.WithLabelValues(op).Inc()
 }
+
+// LeaseReissued counts one leased object requested again.
+func (m *Vault) LeaseReissued() { m.reissues.Inc() }
 
 // Handler serves the metrics in Prometheus' text format.
 func (m *Vault) Handler() http.Handler {

@@ -36,6 +36,7 @@ func (p *Provider) object(ctx context.Context, s *spec.Spec, loginKey string, se
 			f, err := fileOf(lsl, o)
 			return f, leaseKey, err
 		}
+		p.obs.reissued()
 	}
 	valueKey := "value|" + loginKey + "|" + okey
 	if !lsl.leased {

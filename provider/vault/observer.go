@@ -5,6 +5,10 @@ package vault
 // *metrics.Vault implements it.
 type Observer interface {
 	VaultRequest(op string, failed bool)
+	// LeaseReissued: a leased object was requested again because its
+	// lease, or the login it was issued under, ended or would end within
+	// the margin (it could not be renewed past it).
+	LeaseReissued()
 }
 
 // observer calls an Observer when there is one.
@@ -19,5 +23,11 @@ func (o observer) request(op string) {
 func (o observer) failure(op string) {
 	if o.o != nil {
 		o.o.VaultRequest(op, true)
+	}
+}
+
+func (o observer) reissued() {
+	if o.o != nil {
+		o.o.LeaseReissued()
 	}
 }

@@ -4,6 +4,7 @@ package vault_test
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,7 +125,8 @@ func (r *rig) testSealed(t *testing.T) {
 func (r *rig) testHour(t *testing.T) {
 	r.identity(t, "hour", "app", vaultenv.Role{TTL: 30 * time.Second, MaxTTL: 10 * time.Minute})
 	r.vault.PKIRole(t, "hour", 100*time.Second, true)
-	p := r.provider(t, vault.Config{ReissueMargin: 20 * time.Second})
+	obs := &countingObserver{}
+	p := r.provider(t, vault.Config{ReissueMargin: 20 * time.Second, Observer: obs})
 	pod := r.pod(t, "hour", "app", "p1")
 	objects := strings.ReplaceAll(pkiObjects, "pki/issue/web", "pki/issue/hour")
 	issued, logins := r.count(t, "update", "pki/issue/hour"), r.count(t, "update", "auth/kubernetes/login")
@@ -136,8 +138,14 @@ func (r *rig) testHour(t *testing.T) {
 		p.Maintain(t.Context())
 		<-refresh.C
 	}
-	if d := r.count(t, "update", "pki/issue/hour") - issued; d < 1 || d > 2 {
+	d := r.count(t, "update", "pki/issue/hour") - issued
+	if d < 1 || d > 2 {
 		t.Errorf("%d certificates issued in an hour of refreshes, want 1 or 2", d)
+	}
+	// Every certificate after the first replaced one about to end: the
+	// Observer (keymount_vault_lease_reissues_total) heard each.
+	if got := obs.reissues.Load(); got != int64(d-1) {
+		t.Errorf("the Observer heard %d re-issues, want %d (certificates issued %d)", got, d-1, d)
 	}
 	if d := r.count(t, "update", "auth/kubernetes/login") - logins; d != 1 {
 		t.Errorf("%d logins in an hour, want 1 (renewed)", d)
@@ -146,3 +154,10 @@ func (r *rig) testHour(t *testing.T) {
 		t.Error("the login was never renewed")
 	}
 }
+
+// countingObserver counts the provider's re-issues.
+type countingObserver struct{ reissues atomic.Int64 }
+
+func (*countingObserver) VaultRequest(string, bool) {}
+
+func (o *countingObserver) LeaseReissued() { o.reissues.Add(1) }
