@@ -139,6 +139,8 @@ type release struct {
 	pdbs         map[string]*policyv1.PodDisruptionBudget
 	roles        map[string]*rbacv1.Role
 	roleBindings map[string]*rbacv1.RoleBinding
+	// prometheusRule is the alert examples (metrics.prometheusRule).
+	prometheusRule *prometheusRule
 	// serviceAccounts and secrets by name.
 	serviceAccounts map[string]*corev1.ServiceAccount
 	secrets         map[string]*corev1.Secret
@@ -256,6 +258,10 @@ func (r *release) add(t *testing.T, template, doc string) {
 		target = b
 	case "PriorityClass":
 		return
+	case "PrometheusRule":
+		rule := &prometheusRule{}
+		r.prometheusRule = rule
+		target = rule
 	default:
 		t.Fatalf("%s renders a %s, which the tests do not know", template, u.GetKind())
 	}
