@@ -3,6 +3,8 @@ package docs_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -10,25 +12,67 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/yaml"
 
-	"github.com/keymount/keymount/controller/secretsync"
+	"github.com/keymount/keymount/controller/telemetry"
 	"github.com/keymount/keymount/internal/metrics"
 	"github.com/keymount/keymount/rotation"
 )
 
-// runtimePrefixes are the metric families of client_golang's Go and process
-// collectors, which metrics.md documents as groups: their members depend
-// on the Go and client_golang versions.
-var runtimePrefixes = []string{"go_", "process_"}
+// The binaries that serve metrics, as docs/metrics.md's headings and the
+// chart's rule groups name them.
+const (
+	binDriver     = "keymount-driver"
+	binController = "keymount-controller"
+	binAWS        = "keymount-provider-aws"
+	binVault      = "keymount-provider-vault"
+)
 
-// registered returns the metric family names internal/metrics registers,
-// the driver's and the AWS provider's, each given a value first (a vector
-// without a series is not gathered).
-func registered(t *testing.T) []string {
+var binaryNames = []string{binDriver, binController, binAWS, binVault}
+
+// binaryMetrics is what one binary serves: the metric families its
+// registry gathers (each given a value first: a vector without a series
+// is not gathered), built by the constructor the binary itself calls.
+type binaryMetrics map[string]bool
+
+// has reports whether the binary serves name, a histogram also as its
+// _bucket, _sum and _count series.
+func (b binaryMetrics) has(name string) bool {
+	if b[name] {
+		return true
+	}
+	for _, s := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, s); ok && b[base] {
+			return true
+		}
+	}
+	return false
+}
+
+// served returns, per binary, the metric families it serves.
+func served(t *testing.T) map[string]binaryMetrics {
 	t.Helper()
+	out := map[string]binaryMetrics{
+		binDriver: driverMetrics(t), binController: controllerMetrics(t),
+		binAWS: awsMetrics(t), binVault: vaultMetrics(t),
+	}
+	for name, b := range out {
+		if len(b) < 5 {
+			t.Fatalf("%s serves %d metric families, want more: is its registry wired?", name, len(b))
+		}
+	}
+	return out
+}
+
+// driverMetrics: keymount-driver's registry (internal/metrics.New, as
+// cmd/keymount-driver's newMetrics makes it).
+func driverMetrics(t *testing.T) binaryMetrics {
 	m := metrics.New()
 	failed := status.Error(codes.Internal, "x")
 	m.NodePublish("p", time.Millisecond)
@@ -43,86 +87,204 @@ func registered(t *testing.T) []string {
 	m.SecretSynced("p", true, time.Millisecond)
 	m.SecretSynced("p", false, time.Millisecond)
 	m.WatchProviderHealth(func() map[string]bool { return map[string]bool{"p": true} })
-	out := gathered(t, m.Registry())
+	return gathered(t, m.Registry())
+}
 
-	// keymount-controller's, on its --metrics-bind-address beside
-	// controller-runtime's.
+// controllerMetrics: keymount-controller's registry, controller-runtime's
+// (its own families) with keymount-controller's (telemetry.Register, as
+// cmd/keymount-controller's run calls it) on it.
+func controllerMetrics(t *testing.T) binaryMetrics {
 	reg := prometheus.NewRegistry()
-	cm, err := secretsync.NewMetrics(reg)
+	m, err := telemetry.Register(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm.ProviderCall("p", codes.OK, time.Millisecond)
-	out = append(out, gathered(t, reg)...)
-
-	// The AWS provider's, on keymount-provider-aws --metrics-addr.
-	aws := metrics.NewAWS()
-	aws.StoreCall("Secrets Manager", "GetSecretValue", "ok", time.Millisecond)
-	aws.CacheLookup(true)
-	rec := httptest.NewRecorder()
-	aws.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("the AWS provider's metrics handler answered %d", rec.Code)
-	}
-	n := 0
-	for line := range strings.Lines(rec.Body.String()) {
-		// "# TYPE <name> <type>" opens each family in the text format.
-		f := strings.Fields(line)
-		if len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
-			n++
-			if !slices.Contains(out, f[2]) {
-				out = append(out, f[2])
-			}
-		}
-	}
-	if n == 0 {
-		t.Fatal("the AWS provider's metrics handler serves no metric family")
+	m.SecretSync.ProviderCall("p", codes.OK, time.Millisecond)
+	m.Fanout.Init("reflector")
+	now := time.Now()
+	m.Fanout.Propagated("reflector", now.Add(-time.Second), now)
+	out := gathered(t, reg)
+	for n := range gathered(t, crmetrics.Registry) {
+		out[n] = true
 	}
 	return out
 }
 
-func gathered(t *testing.T, g prometheus.Gatherer) []string {
+// awsMetrics: keymount-provider-aws's (internal/metrics.NewAWS), as its
+// --metrics-addr serves them.
+func awsMetrics(t *testing.T) binaryMetrics {
+	m := metrics.NewAWS()
+	m.StoreCall("Secrets Manager", "GetSecretValue", "ok", time.Millisecond)
+	m.CacheLookup(true)
+	return servedBy(t, m.Handler())
+}
+
+// vaultMetrics: keymount-provider-vault's (internal/metrics.NewVault), as
+// its --metrics-addr serves them.
+func vaultMetrics(t *testing.T) binaryMetrics {
+	m := metrics.NewVault()
+	m.VaultRequest("login", false)
+	m.LeaseReissued()
+	return servedBy(t, m.Handler())
+}
+
+// servedBy returns the families h serves on GET /metrics ("# TYPE <name>
+// <type>" opens each in the text format).
+func servedBy(t *testing.T, h http.Handler) binaryMetrics {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("metrics handler answered %d", rec.Code)
+	}
+	out := binaryMetrics{}
+	for line := range strings.Lines(rec.Body.String()) {
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+			out[f[2]] = true
+		}
+	}
+	return out
+}
+
+func gathered(t *testing.T, g prometheus.Gatherer) binaryMetrics {
 	t.Helper()
 	families, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	out := binaryMetrics{}
 	for _, f := range families {
-		out = append(out, f.GetName())
+		out[f.GetName()] = true
 	}
 	return out
 }
 
-func isRuntimeMetric(name string) bool {
-	for _, p := range runtimePrefixes {
-		if strings.HasPrefix(name, p) {
-			return true
+// union is every metric any binary serves.
+func union(all map[string]binaryMetrics) binaryMetrics {
+	out := binaryMetrics{}
+	for _, b := range all {
+		for n := range b {
+			out[n] = true
 		}
 	}
-	return false
+	return out
 }
 
-// TestEveryMetricDocumented: every metric family internal/metrics
-// registers is named in metrics.md (the Go and process collectors' as the
-// groups `go_*` and `process_*`).
-func TestEveryMetricDocumented(t *testing.T) {
-	doc := backticked(readDoc(t, "metrics.md"))
-	names := registered(t)
-	if len(names) < 15 {
-		t.Fatalf("the registry gathers %d families, want more: is the registry wired?", len(names))
+// metricsSection is the text of docs/metrics.md under a heading naming one
+// binary, up to the next heading of its level or higher.
+type metricsSection struct {
+	binary, heading, text string
+}
+
+// binarySections splits metrics.md into the sections whose "##" heading
+// names a binary ("## The AWS provider's metrics (keymount-provider-aws)");
+// the others' text (scraping, queries, alert examples) comes back as rest.
+func binarySections(text string) (sections []metricsSection, rest string) {
+	var cur *metricsSection
+	var other strings.Builder
+	for line := range strings.Lines(text) {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			cur = nil
+			for _, b := range binaryNames {
+				if strings.Contains(h, "("+b+")") {
+					sections = append(sections, metricsSection{binary: b, heading: strings.TrimSpace(h)})
+					cur = &sections[len(sections)-1]
+				}
+			}
+		}
+		if cur != nil {
+			cur.text += line
+		} else {
+			other.WriteString(line)
+		}
 	}
-	for _, n := range names {
-		if isRuntimeMetric(n) {
+	return sections, other.String()
+}
+
+// groups are the `prefix_*` groups a section names (`go_*`,
+// `controller_runtime_*`): families it documents as a group.
+func groups(text string) []string {
+	var out []string
+	for s := range backticked(text) {
+		if p, ok := strings.CutSuffix(s, "*"); ok && strings.HasSuffix(p, "_") && !strings.ContainsAny(p, " `{") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// namedMetrics returns the metric names a text names in backticks (a name,
+// or a PromQL expression such as `rate(x_total{a="b"}[5m])`) that look
+// like keymount's (keymount_...) or that some binary serves: label names
+// and values, and upstream's retired names (total_node_publish), are not
+// metrics of a keymount binary.
+func namedMetrics(text string, known binaryMetrics) []string {
+	var out []string
+	for s := range backticked(text) {
+		for _, n := range promqlMetrics(s) {
+			// "keymount_" alone is the prefix, not a metric.
+			metric := strings.HasPrefix(n, "keymount_") && !strings.HasSuffix(n, "_")
+			if (metric || known.has(n)) && !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestEveryMetricDocumented: every metric family a binary serves is named
+// in the section of metrics.md about that binary, or in one of the groups
+// it names (`go_*`, `process_*`, controller-runtime's).
+func TestEveryMetricDocumented(t *testing.T) {
+	all := served(t)
+	sections, _ := binarySections(readDoc(t, "metrics.md"))
+	text := map[string]string{}
+	for _, s := range sections {
+		text[s.binary] += s.text
+	}
+	for _, b := range binaryNames {
+		if text[b] == "" {
+			t.Errorf("metrics.md has no section whose heading names (%s)", b)
 			continue
 		}
-		if !doc[n] {
-			t.Errorf("metrics.md does not name the metric `%s`", n)
+		doc, gs := backticked(text[b]), groups(text[b])
+		for n := range all[b] {
+			inGroup := slices.ContainsFunc(gs, func(p string) bool { return strings.HasPrefix(n, p) })
+			if !doc[n] && !inGroup {
+				t.Errorf("%s serves `%s`, which its section of metrics.md does not name", b, n)
+			}
 		}
 	}
-	for _, p := range runtimePrefixes {
-		if !doc[p+"*"] {
-			t.Errorf("metrics.md does not name the group `%s*`", p)
+}
+
+// TestDocumentedMetricsExist: every metric a section of metrics.md names,
+// in its tables or its text, is served by the binary its heading names;
+// every metric the rest of the page names is served by some binary.
+func TestDocumentedMetricsExist(t *testing.T) {
+	all := served(t)
+	known := union(all)
+	sections, rest := binarySections(readDoc(t, "metrics.md"))
+	rows := 0
+	for _, s := range sections {
+		for _, r := range metricRows(s.text) {
+			rows++
+			if !all[s.binary].has(r) {
+				t.Errorf("metrics.md, %q: the table lists `%s`, which %s does not serve", s.heading, r, s.binary)
+			}
+		}
+		for _, n := range namedMetrics(s.text, known) {
+			if !all[s.binary].has(n) {
+				t.Errorf("metrics.md, %q: names `%s`, which %s does not serve", s.heading, n, s.binary)
+			}
+		}
+	}
+	if rows < 30 {
+		t.Fatalf("metrics.md's binary sections have %d metric rows, want a table of every metric", rows)
+	}
+	for _, n := range namedMetrics(rest, known) {
+		if !known.has(n) {
+			t.Errorf("metrics.md names `%s`, which no binary serves", n)
 		}
 	}
 }
@@ -148,24 +310,6 @@ func metricRows(text string) []string {
 		}
 	}
 	return out
-}
-
-// TestDocumentedMetricsExist: every metric the tables of metrics.md list is
-// registered: the docs name no metric the driver does not export.
-func TestDocumentedMetricsExist(t *testing.T) {
-	have := map[string]bool{}
-	for _, n := range registered(t) {
-		have[n] = true
-	}
-	rows := metricRows(readDoc(t, "metrics.md"))
-	if len(rows) < 10 {
-		t.Fatalf("metrics.md has %d metric rows, want a table of every metric", len(rows))
-	}
-	for _, r := range rows {
-		if !have[r] {
-			t.Errorf("metrics.md lists `%s`, which internal/metrics does not register", r)
-		}
-	}
 }
 
 // TestRefreshDecisionsDocumented: every decision label value of
@@ -211,15 +355,10 @@ func promqlMetrics(expr string) []string {
 }
 
 // TestPromQLExamplesUseExportedMetrics: every metric a ```promql example of
-// the docs selects is exported (a histogram as _bucket, _sum or _count).
+// the docs selects is served by some binary (a histogram as _bucket, _sum
+// or _count).
 func TestPromQLExamplesUseExportedMetrics(t *testing.T) {
-	have := map[string]bool{}
-	for _, n := range registered(t) {
-		have[n] = true
-		for _, s := range []string{"_bucket", "_sum", "_count"} {
-			have[n+s] = true
-		}
-	}
+	have := union(served(t))
 	found := 0
 	for _, f := range docFiles(t) {
 		for _, b := range codeBlocks(t, f) {
@@ -232,13 +371,134 @@ func TestPromQLExamplesUseExportedMetrics(t *testing.T) {
 			}
 			for _, n := range names {
 				found++
-				if !have[n] {
-					t.Errorf("%s:%d: the PromQL example selects %s, which the driver does not export", f, b.line, n)
+				if !have.has(n) {
+					t.Errorf("%s:%d: the PromQL example selects %s, which no keymount binary serves", f, b.line, n)
 				}
 			}
 		}
 	}
 	if found == 0 {
 		t.Fatal("no PromQL example found: metrics.md has some")
+	}
+}
+
+// chartDir is the Helm chart.
+const chartDir = "../deploy/charts/keymount"
+
+// chartMetricName is a keymount metric named in the chart's text.
+var chartMetricName = regexp.MustCompile(`\bkeymount_[a-z0-9_]*[a-z0-9]\b`)
+
+// TestChartMetricsExist: every keymount metric the chart names (its
+// values' comments, README, templates and their comments) is served by a
+// keymount binary.
+func TestChartMetricsExist(t *testing.T) {
+	have := union(served(t))
+	files := []string{filepath.Join(chartDir, "values.yaml"), filepath.Join(chartDir, "README.md")}
+	templates, err := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, templates...)
+	named := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range chartMetricName.FindAllString(string(b), -1) {
+			named++
+			if !have.has(n) {
+				t.Errorf("%s names %s, which no keymount binary serves", f, n)
+			}
+		}
+	}
+	if named == 0 {
+		t.Fatal("the chart names no keymount metric: its PrometheusRule does")
+	}
+}
+
+// chartRules renders the chart's PrometheusRule with every alert example
+// on and returns its expressions by rule group, and the alerts' names.
+func chartRules(t *testing.T) (exprs map[string][]string, alerts []string) {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.1", Major: "1", Minor: "37"}
+	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "keymount", Namespace: "kube-system", IsInstall: true}, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := engine.Render(ch, rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rule struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Groups []struct {
+				Name  string `json:"name"`
+				Rules []struct {
+					Alert string `json:"alert"`
+					Expr  string `json:"expr"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal([]byte(out["keymount/templates/prometheusrule.yaml"]), &rule); err != nil {
+		t.Fatal(err)
+	}
+	if rule.Kind != "PrometheusRule" {
+		t.Fatalf("metrics.prometheusRule.enabled renders %q, want a PrometheusRule", rule.Kind)
+	}
+	exprs = map[string][]string{}
+	for _, g := range rule.Spec.Groups {
+		for _, r := range g.Rules {
+			exprs[g.Name] = append(exprs[g.Name], r.Expr)
+			alerts = append(alerts, r.Alert)
+		}
+	}
+	return exprs, alerts
+}
+
+// TestChartAlertsUseServedMetrics: each rule group of the chart's
+// PrometheusRule is named after a binary, and every metric its
+// expressions select is served by that binary; every alert is in
+// metrics.md's alert examples.
+func TestChartAlertsUseServedMetrics(t *testing.T) {
+	all := served(t)
+	exprs, alerts := chartRules(t)
+	for group, es := range exprs {
+		b, ok := all[group]
+		if !ok {
+			t.Errorf("rule group %q names no binary (want one of %v)", group, binaryNames)
+			continue
+		}
+		for _, e := range es {
+			names := promqlMetrics(e)
+			if len(names) == 0 {
+				t.Errorf("rule group %s: %q selects no metric", group, e)
+			}
+			for _, n := range names {
+				if !b.has(n) {
+					t.Errorf("rule group %s: %q selects %s, which %s does not serve", group, e, n, group)
+				}
+			}
+		}
+	}
+	// Stale secrets, failing syncs, unhealthy providers at least.
+	for _, g := range []string{binController, binDriver} {
+		if len(exprs[g]) < 2 {
+			t.Errorf("rule group %s has %d alerts, want at least 2", g, len(exprs[g]))
+		}
+	}
+	doc := backticked(readDoc(t, "metrics.md"))
+	for _, a := range alerts {
+		if !doc[a] {
+			t.Errorf("the chart's alert %s is not in metrics.md's alert examples", a)
+		}
 	}
 }
