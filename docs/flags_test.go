@@ -90,6 +90,9 @@ func keymountFlags(t *testing.T) map[string]bool {
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
 	fs.VisitAll(func(f *flag.Flag) { out[f.Name] = true })
+	// The flag package answers -h and --help in every binary
+	// (internal/cliflag prints the usage then).
+	out["help"] = true
 	return out
 }
 

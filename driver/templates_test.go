@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,7 +9,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 
+	"github.com/keymount/keymount/internal/klogtest"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -103,7 +107,7 @@ func checkTemplateFailures(t *testing.T, n *testNode, target string) {
 	err = n.publish(t, n.target("fresh"))
 	msg := status.Convert(err).Message()
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(msg, "keymount.io/template.config.yaml") ||
-		!strings.Contains(msg, ":2:") || !strings.Contains(msg, `"port"`) {
+		!strings.Contains(msg, "line 2,") || !strings.Contains(msg, `"port"`) {
 		t.Errorf("first publish with a failing template: %v; want InvalidArgument naming the annotation, line 2 and the key", err)
 	}
 	if strings.Contains(msg, "pw3") || strings.Contains(msg, "admin") {
@@ -132,5 +136,47 @@ func TestWithTemplatesOverridesProviderFile(t *testing.T) {
 	}
 	if got := readTarget(t, target, "user"); got != "ADMIN" {
 		t.Errorf("user = %q, want the template's output", got)
+	}
+}
+
+// TestTemplateErrorShowsNoSecret: a template that fails with a value made
+// from a secret ({{ .password | upper | fail }}) fails the first publish,
+// and a refresh, with errors and logs that show neither the secret nor its
+// upper-cased form, yet name the annotation, line and function.
+func TestTemplateErrorShowsNoSecret(t *testing.T) {
+	const secret = "hunter2-Sekret"
+	logs := klogtest.Capture(t, textlogger.Verbosity(10))
+	n := newTestNode(t)
+	n.provider.files = []*v1alpha1.File{{Path: "password", Mode: 0o644, Contents: []byte(secret)}}
+	target := n.target("secrets")
+	if err := n.publish(t, target); err != nil {
+		t.Fatal(err)
+	}
+	n.setClass(t, "dsn", "user=app\npassword={{ .password | upper | fail }}")
+	refreshErr := n.publish(t, target) // a refresh: OK, the old files kept, the failure recorded
+	rec, recErr := n.srv.d.deps.Volumes.Lookup("csi-secrets").LoadRecord()
+	if recErr != nil {
+		t.Fatal(recErr)
+	}
+	err := n.publish(t, n.target("fresh"))
+	msg := status.Convert(err).Message()
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(msg, `template "keymount.io/template.dsn": line 2,`) ||
+		!strings.Contains(msg, "error calling fail") {
+		t.Errorf("first publish: %v; want InvalidArgument naming the annotation, line 2 and fail", err)
+	}
+	if !strings.Contains(rec.LastError, "keymount.io/template.dsn") {
+		t.Errorf("refresh (%v) recorded %q, want the failing template named", refreshErr, rec.LastError)
+	}
+	klog.Flush()
+	if !strings.Contains(logs.String(), "keymount.io/template.dsn") {
+		t.Errorf("the logs do not report the failed refresh:\n%s", logs.String())
+	}
+	for where, text := range map[string]string{"the first publish's error": msg, "the refresh's error": fmt.Sprint(refreshErr),
+		"the volume's record": rec.LastError, "the logs": logs.String()} {
+		for _, v := range []string{secret, strings.ToUpper(secret)} {
+			if strings.Contains(text, v) {
+				t.Errorf("%s shows %q:\n%s", where, v, text)
+			}
+		}
 	}
 }

@@ -84,7 +84,7 @@ func TestSecretSyncTemplate(t *testing.T) {
 		})
 		for _, c := range got.Status.Conditions {
 			if c.Type == ss1.ConditionSecretUpdated {
-				for _, want := range []string{"keymount.io/template.dsn", ":2:", `"port"`} {
+				for _, want := range []string{"keymount.io/template.dsn", "line 2,", `"port"`} {
 					if !strings.Contains(c.Message, want) {
 						t.Errorf("condition message %q lacks %s", c.Message, want)
 					}

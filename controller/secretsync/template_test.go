@@ -57,7 +57,7 @@ func TestTemplateErrors(t *testing.T) {
 		want        string
 	}{
 		{"missing key", []string{"dsn", "user={{ .user }}\npass={{ .password }}"}, `"password"`},
-		{"line", []string{"dsn", "user={{ .user }}\npass={{ .password }}"}, ":2:"},
+		{"line", []string{"dsn", "user={{ .user }}\npass={{ .password }}"}, "line 2,"},
 		{"bad target", []string{"a b", "x"}, `"keymount.io/template.a b"`},
 		{"parse", []string{"k", "{{ nosuch .user }}"}, `function "nosuch" not defined`},
 		{"function", []string{"k", "{{ b64dec .user }}"}, "b64dec"},

@@ -197,10 +197,10 @@ func printf(format string, args ...any) (string, error) {
 		case !inDirective:
 			inDirective, n = c == '%', 0
 		case c == '*':
-			return "", fmt.Errorf("printf: a width or precision from an argument (*) is not allowed")
+			return "", safeErrorf("printf: a width or precision from an argument (*) is not allowed")
 		case c >= '0' && c <= '9':
 			if n = n*10 + int(c-'0'); n > MaxFormatWidth {
-				return "", fmt.Errorf("printf: width or precision over %d", MaxFormatWidth)
+				return "", safeErrorf("printf: width or precision over %d", count(MaxFormatWidth))
 			}
 		case isVerb(c):
 			inDirective = false
@@ -229,24 +229,24 @@ func index(item any, keys ...any) (any, error) {
 		switch v.Kind() {
 		case reflect.Map:
 			if !kv.IsValid() || !kv.Type().ConvertibleTo(v.Type().Key()) {
-				return nil, fmt.Errorf("index: key %v of type %T for a map of %s keys", k, k, v.Type().Key())
+				return nil, safeErrorf("index: key %v of type %s for a map of %s keys", k, typeName(fmt.Sprintf("%T", k)), typeName(v.Type().Key().String()))
 			}
 			e := v.MapIndex(kv.Convert(v.Type().Key()))
 			if !e.IsValid() {
-				return nil, fmt.Errorf("index: map has no entry for key %q", fmt.Sprint(k))
+				return nil, safeErrorf("index: map has no entry for key %q", fmt.Sprint(k))
 			}
 			v = e
 		case reflect.Slice, reflect.Array, reflect.String:
 			if !kv.IsValid() || !kv.CanInt() {
-				return nil, fmt.Errorf("index: index %v of type %T is not an integer", k, k)
+				return nil, safeErrorf("index: index %v of type %s is not an integer", k, typeName(fmt.Sprintf("%T", k)))
 			}
 			i := kv.Int()
 			if i < 0 || i >= int64(v.Len()) {
-				return nil, fmt.Errorf("index: index %d out of range [0, %d)", i, v.Len())
+				return nil, safeErrorf("index: index %d out of range [0, %d)", i, count(v.Len()))
 			}
 			v = v.Index(int(i))
 		default:
-			return nil, fmt.Errorf("index: cannot index into a %s", v.Kind())
+			return nil, safeErrorf("index: cannot index into a %s", typeName(v.Kind().String()))
 		}
 	}
 	if !v.IsValid() {

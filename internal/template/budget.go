@@ -64,7 +64,10 @@ func (b *budget) wrap(name string, fn any) any {
 	hasErr := t.NumOut() == 2
 	ft := reflect.FuncOf(in, []reflect.Type{t.Out(0), errorType}, t.IsVariadic())
 	zero := reflect.Zero(t.Out(0))
+	// Every error is a funcError: the render shows what of it holds no
+	// value (errors.go).
 	fail := func(err error) []reflect.Value {
+		err = &funcError{fn: name, err: err}
 		return []reflect.Value{zero, reflect.ValueOf(&err).Elem()}
 	}
 	return reflect.MakeFunc(ft, func(args []reflect.Value) []reflect.Value {
@@ -81,7 +84,8 @@ func (b *budget) wrap(name string, fn any) any {
 			res = v.Call(args)
 		}
 		if hasErr && !res[1].IsNil() {
-			return []reflect.Value{zero, res[1]}
+			err, _ := res[1].Interface().(error)
+			return fail(err)
 		}
 		if err := checkResult(name, res[0]); err != nil {
 			return fail(err)

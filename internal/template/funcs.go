@@ -51,7 +51,7 @@ var sprigAllowed = map[string][]string{
 		"float64", "toDecimal",
 	},
 	"flow": {
-		"default", "empty", "coalesce", "all", "any", "ternary", "fail", "typeOf", "typeIs",
+		"default", "empty", "coalesce", "all", "any", "ternary", "typeOf", "typeIs",
 		"typeIsLike", "kindOf", "kindIs", "deepEqual", "semver", "semverCompare",
 		"base", "dir", "clean", "ext", "isAbs",
 	},
@@ -59,7 +59,8 @@ var sprigAllowed = map[string][]string{
 
 // keymountFuncs are keymount's own functions: sprig functions whose argument
 // can multiply their output, bounded here; decoders that fail instead of
-// returning an error text; YAML; and External Secrets' PEM, PKCS#12 and JWK
+// returning an error text; fail, whose message is shown only when the
+// template spells it; YAML; and External Secrets' PEM, PKCS#12 and JWK
 // helpers (pem.go).
 var keymountFuncs = map[string]any{
 	// Bounded versions of sprig's and text/template's.
@@ -80,6 +81,7 @@ var keymountFuncs = map[string]any{
 	"print":                      fmt.Sprint,
 	"println":                    fmt.Sprintln,
 	"index":                      index,
+	"fail":                       fail,
 	// Decoders that fail on bad input (sprig's return the error's text).
 	"b64dec":   b64dec,
 	"b32dec":   b32dec,
@@ -125,6 +127,13 @@ func buildFunctions() map[string]any {
 // html, js, urlquery and call come on top).
 func Functions() []string {
 	return slices.Sorted(maps.Keys(functions))
+}
+
+// fail fails the render with msg (sprig's), shown only when the template's
+// text spells it: {{ fail "db needs a host" }} shows it, {{ .password |
+// fail }} does not (errors.go).
+func fail(msg string) (string, error) {
+	return "", safeErrorf("%q", msg)
 }
 
 func b64dec(s string) (string, error) {

@@ -123,13 +123,13 @@ func TestErrorsNameTemplateLineAndKey(t *testing.T) {
 	if err == nil {
 		t.Fatal("Render with a missing key: nil error")
 	}
-	for _, want := range []string{"keymount.io/template.config", ":2:", `"password"`} {
+	for _, want := range []string{"keymount.io/template.config", "line 2, column 9", `"password"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
 	_, err = Render("i", "ok\n{{ index . \"db-passwrod\" }}", objects)
-	if err == nil || !strings.Contains(err.Error(), "i:2:") || !strings.Contains(err.Error(), `"db-passwrod"`) {
+	if err == nil || !strings.Contains(err.Error(), `template "i": line 2,`) || !strings.Contains(err.Error(), `"db-passwrod"`) {
 		t.Errorf("index of a missing key: error %v, want one naming line 2 and the key", err)
 	}
 	for _, text := range []string{`{{ index (list 1) 3 }}`, `{{ index (list 1) "a" }}`, `{{ index 5 1 }}`, `{{ index (fromJson .json) "tags" 9 }}`} {
@@ -153,21 +153,25 @@ func TestErrorsNameTemplateLineAndKey(t *testing.T) {
 }
 
 // TestErrorsRedactValues: a function error that quotes its argument does not
-// carry an object's value out (url.Parse quotes the URL).
+// carry an object's value out (url.Parse quotes the URL), whole or a line of
+// it, and names the function instead.
 func TestErrorsRedactValues(t *testing.T) {
 	objs := map[string][]byte{"dsn": []byte("postgres://u:s3cr3t-pw@ho st/db\n"), "pem": []byte("line-one-secret\nline-two-secret\n")}
-	for _, text := range []string{`{{ urlParse .dsn }}`, `{{ mustRegexMatch (print "(" .pem) "x" }}`, `{{ fail (print "got " .dsn) }}`, `{{ index . (trim .dsn) }}`} {
-		_, err := Render("r", text, objs)
+	for _, tc := range []struct{ text, fn string }{
+		{`{{ urlParse .dsn }}`, "urlParse"}, {`{{ mustRegexMatch (print "(" .pem) "x" }}`, "mustRegexMatch"},
+		{`{{ fail (print "got " .dsn) }}`, "fail"}, {`{{ index . (trim .dsn) }}`, "index"},
+	} {
+		_, err := Render("r", tc.text, objs)
 		if err == nil {
-			t.Fatalf("Render(%s): nil error", text)
+			t.Fatalf("Render(%s): nil error", tc.text)
 		}
 		for _, v := range []string{"s3cr3t-pw", "line-one-secret", "line-two-secret"} {
 			if strings.Contains(err.Error(), v) {
-				t.Errorf("Render(%s) error %q carries a value", text, err)
+				t.Errorf("Render(%s) error %q carries a value", tc.text, err)
 			}
 		}
-		if !strings.Contains(err.Error(), "<redacted>") {
-			t.Errorf("Render(%s) error %q: want the value replaced by <redacted>", text, err)
+		if !strings.Contains(err.Error(), "error calling "+tc.fn) || !strings.Contains(err.Error(), `template "r": line 1, column 3`) {
+			t.Errorf("Render(%s) error %q: want it to name the template, line, column and %s", tc.text, err, tc.fn)
 		}
 	}
 }

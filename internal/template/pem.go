@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/pem"
-	"errors"
 	"fmt"
 
 	"github.com/keymount/keymount/internal/tlsbundle"
@@ -68,7 +67,7 @@ func pemToPkcs12Pass(cert, key, pass string) (string, error) {
 		return "", fmt.Errorf("pemToPkcs12: %w", err)
 	}
 	if len(certs) == 0 {
-		return "", errors.New("pemToPkcs12: no CERTIFICATE block in the certificate")
+		return "", safeErrorf("pemToPkcs12: no CERTIFICATE block in the certificate")
 	}
 	k, err := tlsbundle.ParsePrivateKey([]byte(key))
 	if err != nil {
@@ -111,7 +110,7 @@ func filterPEM(pemType, input string) (string, error) {
 		}
 	}
 	if out.Len() == 0 {
-		return "", fmt.Errorf("filterPEM: no %q block", pemType)
+		return "", safeErrorf("filterPEM: no %q block", pemType)
 	}
 	return out.String(), nil
 }
@@ -143,7 +142,7 @@ func filterCertChain(certType, input string) (string, error) {
 				picked = append(picked, c)
 			}
 		default:
-			return "", fmt.Errorf("filterCertChain: certificate type %q: want leaf, intermediate or root", certType)
+			return "", safeErrorf("filterCertChain: certificate type %q: want leaf, intermediate or root", certType)
 		}
 	}
 	return string(tlsbundle.EncodeCertificates(picked)), nil
@@ -171,7 +170,7 @@ func jwkPrivateKeyPem(jwkJSON string) (string, error) {
 		return "", fmt.Errorf("jwkPrivateKeyPem: %w", err)
 	}
 	if k.IsPublic() {
-		return "", errors.New("jwkPrivateKeyPem: the key is a public key")
+		return "", safeErrorf("jwkPrivateKeyPem: the key is a public key")
 	}
 	der, err := x509.MarshalPKCS8PrivateKey(k.Key)
 	if err != nil {

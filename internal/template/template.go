@@ -49,7 +49,8 @@ var (
 // dot (object name → content as a string), and returns the output.
 //
 // Errors name the template and, where text/template knows it, the line,
-// column and the missing key or failing function.
+// column and the missing key or failing function; never a value derived
+// from an object (errors.go).
 func Render(name, text string, objects map[string][]byte) ([]byte, error) {
 	return render(name, text, objects, Timeout)
 }
@@ -79,17 +80,17 @@ func render(name, text string, objects map[string][]byte, timeout time.Duration)
 	}
 	w := &limitedBuffer{max: MaxOutputBytes}
 	if err := tmpl.Execute(w, data); err != nil {
-		if errors.Is(err, ErrOutputTooLarge) {
+		var fe *funcError
+		if errors.Is(err, ErrOutputTooLarge) && !errors.As(err, &fe) {
 			return nil, fmt.Errorf("template %q: %w: more than %d bytes", name, ErrOutputTooLarge, MaxOutputBytes)
 		}
-		return nil, fmt.Errorf("template %q: %w", name, redact(err, objects))
+		return nil, redact(describe(name, text, err), objects)
 	}
 	return w.buf.Bytes(), nil
 }
 
-// redactedError is an error whose text has the objects' values cut out: a
-// function's error may quote its argument (url.Parse quotes the URL, a
-// regexp its expression), and errors end in conditions, events and logs.
+// redactedError is an error whose text has the objects' values cut out, a
+// second guard behind describe (errors.go), which already shows no value.
 type redactedError struct {
 	err error
 	msg string
