@@ -258,14 +258,14 @@ CHART := deploy/charts/keymount
 CHART_VALUES := $(wildcard $(CHART)/testdata/*.yaml)
 
 .PHONY: chart-lint
-chart-lint: $(HELM) ## helm lint --strict and helm template of deploy/charts/keymount with its defaults and each testdata values file (helm pinned, from the Go module proxy)
+chart-lint: $(HELM) ## helm lint --strict and helm template of deploy/charts/keymount with its defaults and each testdata values file, for the oldest Kubernetes the chart supports (helm pinned, from the Go module proxy; a helm built so reports Kubernetes v1.20, below the chart's kubeVersion)
 	$(GO) test -count=1 -run '^(TestLint|TestRenders|TestChartCRDsAreDeploys)$$' ./$(CHART)/
-	$(HELM) lint --strict $(CHART)
-	$(HELM) template keymount $(CHART) --namespace kube-system --include-crds >/dev/null
+	$(HELM) lint --strict --kube-version $(K8S_OLDEST_VERSION) $(CHART)
+	$(HELM) template keymount $(CHART) --namespace kube-system --kube-version $(K8S_OLDEST_VERSION) --include-crds >/dev/null
 	@for f in $(CHART_VALUES); do \
 		echo "helm lint and template with $$f"; \
-		$(HELM) lint --strict --quiet $(CHART) -f "$$f" && \
-		$(HELM) template keymount $(CHART) --namespace kube-system --include-crds -f "$$f" >/dev/null || exit 1; \
+		$(HELM) lint --strict --quiet --kube-version $(K8S_OLDEST_VERSION) $(CHART) -f "$$f" && \
+		$(HELM) template keymount $(CHART) --namespace kube-system --kube-version $(K8S_OLDEST_VERSION) --include-crds -f "$$f" >/dev/null || exit 1; \
 	done
 
 .PHONY: fmt

@@ -273,3 +273,18 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/*
+keymount.requireAdmissionPolicies: fails the render when the cluster
+(.Capabilities.KubeVersion) cannot enforce the ValidatingAdmissionPolicies
+(admissionregistration.k8s.io/v1, Kubernetes 1.30+) that bound what the
+chart value "value" grants: without them its RBAC would act unbounded, so
+the chart refuses rather than install it. Called as
+(dict "root" $ "value" "controller.enabled").
+*/}}
+{{- define "keymount.requireAdmissionPolicies" -}}
+{{- $kv := .root.Capabilities.KubeVersion.Version }}
+{{- if not (semverCompare ">=1.30.0-0" $kv) }}
+{{- fail (printf "%s: its guard rails are ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1, Kubernetes 1.30 or later), which Kubernetes %s cannot enforce; the chart supports Kubernetes %s (Chart.yaml kubeVersion)" .value $kv .root.Chart.KubeVersion) }}
+{{- end }}
+{{- end }}
