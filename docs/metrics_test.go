@@ -116,6 +116,7 @@ func awsMetrics(t *testing.T) binaryMetrics {
 	m := metrics.NewAWS()
 	m.StoreCall("Secrets Manager", "GetSecretValue", "ok", time.Millisecond)
 	m.CacheLookup(true)
+	m.CredentialRequest("sts", false, time.Millisecond)
 	return servedBy(t, m.Handler())
 }
 

@@ -81,7 +81,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig for reading service accounts; empty: in-cluster config")
 	fs.StringVar(&cfg.endpoint, "aws-endpoint", "", "base endpoint of Secrets Manager and SSM (testing against a local endpoint); empty: AWS")
 	fs.StringVar(&cfg.stsURL, "sts-endpoint", "", "base endpoint of STS (testing); empty: AWS")
-	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics over HTTP (store requests by operation and outcome, cache hits), e.g. :8097; empty: off")
+	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics over HTTP (store requests by operation and outcome, cache hits, credential requests), e.g. :8097; empty: off")
 	fs.DurationVar(&cfg.freshness, "freshness", 30*time.Second, "how long a fetched latest value is shared by the pods of one identity")
 	fs.DurationVar(&cfg.maxListedAge, "max-listed-age", store.DefaultMaxListedAge, "how long a latest (or staging-label) Secrets Manager value may be kept on ListSecrets' word alone before it is read again (ListSecrets is eventually consistent); 0: no revalidation by ListSecrets, every stale value is read again")
 	fs.DurationVar(&cfg.saTTL, "service-account-ttl", 5*time.Minute, "how long a service account's role annotation is cached")
@@ -123,9 +123,10 @@ func run(ctx context.Context, cfg *config) error {
 	if cfg.maxListedAge <= 0 {
 		storeCfg.MaxListedAge = -1 // off
 	}
+	idCfg := identity.Config{AWS: awsCfg, STSEndpoint: cfg.stsURL, PodIdentityTimeout: cfg.podIdentityTimeout}
 	if cfg.metricsAddr != "" {
 		m := metrics.NewAWS()
-		storeCfg.Observer = m
+		storeCfg.Observer, idCfg.Observer = m, m
 		stop, err := providercmd.ServeMetrics(ctx, cfg.metricsAddr, m.Handler())
 		if err != nil {
 			return err
@@ -134,8 +135,8 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	st := store.New(storeCfg)
 	// The store remembers a failing region for STS too.
-	ids := identity.New(identity.Config{AWS: awsCfg, STSEndpoint: cfg.stsURL, PodIdentityTimeout: cfg.podIdentityTimeout, Outages: st},
-		identity.NewKubeServiceAccounts(cs, cfg.saTTL))
+	idCfg.Outages = st
+	ids := identity.New(idCfg, identity.NewKubeServiceAccounts(cs, cfg.saTTL))
 	regions := noderegion.New(noderegion.Config{Region: cfg.region, NodeName: cfg.nodeName}, cs)
 	// Every mount's token is proven with the cluster's service account
 	// issuer keys (read once through cs), or a TokenReview where discovery

@@ -9,13 +9,17 @@ import (
 )
 
 // AWS is the AWS provider's metrics: its store requests by operation and
-// outcome, their latency, and its node-local cache's hits. It implements
-// the AWS store's Observer.
+// outcome, their latency, its node-local cache's hits, and its requests
+// for credentials. It implements the AWS store's and the identity
+// resolver's Observers.
 type AWS struct {
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	lookups  *prometheus.CounterVec
+	// credentials and credentialTime: the identity resolver's requests.
+	credentials    *prometheus.CounterVec
+	credentialTime *prometheus.HistogramVec
 }
 
 // NewAWS returns the AWS provider's metrics on a registry of their own,
@@ -38,7 +42,41 @@ func NewAWS() *AWS {
 	}, "result")
 	m.lookups.WithLabelValues("hit")
 	m.lookups.WithLabelValues("miss")
+	m.credentials = f.counterVec(prometheus.CounterOpts{
+		Name: "keymount_aws_credential_requests_total",
+		Help: "Requests for a pod identity's credentials (cached ones are served without one), by source (sts: AssumeRoleWithWebIdentity at one region's STS for IRSA, pod_identity: the node's EKS Pod Identity agent) and result (ok, error).",
+	}, "source", "result")
+	m.credentialTime = f.histogramVec(prometheus.HistogramOpts{
+		Name:    "keymount_aws_credential_request_duration_seconds",
+		Help:    "Time of one request for credentials, retries included, by source.",
+		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, "source")
+	for _, src := range []string{awsSourceSTS, awsSourcePodIdentity} {
+		m.credentials.WithLabelValues(src, "ok")
+		m.credentials.WithLabelValues(src, "error")
+	}
 	return m
+}
+
+// The sources of credentials (identity.SourceSTS, SourcePodIdentity).
+const (
+	awsSourceSTS         = "sts"
+	awsSourcePodIdentity = "pod_identity"
+)
+
+// CredentialRequest counts one request for credentials (the identity
+// resolver's Observer); a source other than the two is not counted, so
+// that the source label stays a fixed set.
+func (m *AWS) CredentialRequest(source string, failed bool, took time.Duration) {
+	if source != awsSourceSTS && source != awsSourcePodIdentity {
+		return
+	}
+	result := "ok"
+	if failed {
+		result = "error"
+	}
+	m.credentials.WithLabelValues(source, result).Inc()
+	m.credentialTime.WithLabelValues(source).Observe(took.Seconds())
 }
 
 // StoreCall counts one AWS operation.

@@ -18,6 +18,9 @@ func TestAWSMetrics(t *testing.T) {
 	m.CacheLookup(true)
 	m.CacheLookup(true)
 	m.CacheLookup(false)
+	m.CredentialRequest("sts", false, 200*time.Millisecond)
+	m.CredentialRequest("sts", true, time.Second)
+	m.CredentialRequest("made-up", true, time.Second) // not a source: not counted
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
@@ -35,10 +38,17 @@ func TestAWSMetrics(t *testing.T) {
 		`keymount_aws_store_request_duration_seconds_count{operation="BatchGetSecretValue",service="Secrets Manager"} 2`,
 		`keymount_aws_cache_lookups_total{result="hit"} 2`,
 		`keymount_aws_cache_lookups_total{result="miss"} 1`,
+		`keymount_aws_credential_requests_total{result="ok",source="sts"} 1`,
+		`keymount_aws_credential_requests_total{result="error",source="sts"} 1`,
+		`keymount_aws_credential_requests_total{result="error",source="pod_identity"} 0`,
+		`keymount_aws_credential_request_duration_seconds_count{source="sts"} 2`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the scrape lacks %s", want)
 		}
+	}
+	if strings.Contains(string(body), "made-up") {
+		t.Error("a source outside the fixed set got a series")
 	}
 }

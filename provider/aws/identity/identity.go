@@ -88,6 +88,32 @@ type Config struct {
 	// while the mount's region is down, and a mount's region whose STS
 	// cannot be reached while the failover region's answers is reported.
 	Outages RegionOutages
+	// Observer, when set, hears every credential request (metrics).
+	Observer Observer
+}
+
+// Credential sources, the Observer's source.
+const (
+	SourceSTS         = "sts"
+	SourcePodIdentity = "pod_identity"
+)
+
+// Observer hears the resolver's credential requests, for metrics. Its
+// methods must be cheap and safe for concurrent use.
+type Observer interface {
+	// CredentialRequest is one request for credentials: source is
+	// SourceSTS (one AssumeRoleWithWebIdentity, retries included, at one
+	// region's STS) or SourcePodIdentity (the node's EKS Pod Identity
+	// agent, each endpoint tried); failed says it gave none. Cached
+	// credentials are served without one.
+	CredentialRequest(source string, failed bool, took time.Duration)
+}
+
+// observe tells the Observer of one request started at start.
+func (r *Resolver) observe(source string, err error, start time.Time) {
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.CredentialRequest(source, err != nil, time.Since(start))
+	}
 }
 
 // RegionOutages remembers regions that failed recently. *store.Store

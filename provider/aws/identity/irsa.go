@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
@@ -95,7 +96,8 @@ func (r *Resolver) exchangeWithFailover(ctx context.Context, s *spec.Spec, excha
 }
 
 // assumeRole calls STS AssumeRoleWithWebIdentity. Errors never carry tok.
-func (r *Resolver) assumeRole(ctx context.Context, region, roleARN, session, tok string) (aws.Credentials, error) {
+func (r *Resolver) assumeRole(ctx context.Context, region, roleARN, session, tok string) (_ aws.Credentials, err error) {
+	defer func(start time.Time) { r.observe(SourceSTS, err, start) }(time.Now())
 	client := r.stsClient(region)
 	out, err := client.AssumeRoleWithWebIdentity(ctx, &sts.AssumeRoleWithWebIdentityInput{
 		RoleArn:          aws.String(roleARN),

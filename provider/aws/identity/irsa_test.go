@@ -140,7 +140,8 @@ func testIRSARenewal(t *testing.T, endpoint string, sas ServiceAccountReader) {
 
 func testIRSADistinct(t *testing.T, endpoint string, sas ServiceAccountReader) {
 	client, sts := countingClient()
-	r := New(Config{STSEndpoint: endpoint, HTTPClient: client}, sas)
+	obs := &requestCounter{}
+	r := New(Config{STSEndpoint: endpoint, HTTPClient: client, Observer: obs}, sas)
 	keys := map[string]bool{}
 	for range 2 {
 		for _, s := range []*spec.Spec{
@@ -158,6 +159,9 @@ func testIRSADistinct(t *testing.T, endpoint string, sas ServiceAccountReader) {
 	if got := sts.calls.Load(); got != 3 {
 		t.Errorf("STS requests = %d, want 3", got)
 	}
+	if got := obs.get(SourceSTS, false); got != 3 || obs.total() != 3 {
+		t.Errorf("the Observer heard %d successful STS requests of %d, want 3 of 3", got, obs.total())
+	}
 	if len(keys) != 3 {
 		t.Errorf("distinct keys = %v, want 3", keys)
 	}
@@ -165,7 +169,8 @@ func testIRSADistinct(t *testing.T, endpoint string, sas ServiceAccountReader) {
 
 func TestIRSAErrors(t *testing.T) {
 	sas := &fakeServiceAccounts{roles: map[string]string{"ns/sa": roleA}}
-	r := New(Config{STSEndpoint: "http://127.0.0.1:1"}, sas)
+	obs := &requestCounter{}
+	r := New(Config{STSEndpoint: "http://127.0.0.1:1", Observer: obs}, sas)
 
 	t.Run("missing token", func(t *testing.T) {
 		s := irsaSpec("ns", "sa", "p")
@@ -202,6 +207,10 @@ func TestIRSAErrors(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), webToken) {
 			t.Errorf("error leaks the token: %v", err)
+		}
+		// Only the exchange was a request; the refused specs sent none.
+		if n := obs.get(SourceSTS, true); n != 1 || obs.total() != 1 {
+			t.Errorf("the Observer heard %d failed STS requests of %d, want 1 of 1", n, obs.total())
 		}
 	})
 }
@@ -264,4 +273,35 @@ func FuzzSessionName(f *testing.F) {
 			t.Errorf("sessionName(%q) = %q: STS would refuse it", pod, got)
 		}
 	})
+}
+
+// requestCounter is an Observer counting requests by source and failure.
+type requestCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *requestCounter) CredentialRequest(source string, failed bool, _ time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[fmt.Sprint(source, failed)]++
+}
+
+func (c *requestCounter) get(source string, failed bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[fmt.Sprint(source, failed)]
+}
+
+func (c *requestCounter) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.n {
+		n += v
+	}
+	return n
 }

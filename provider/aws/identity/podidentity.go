@@ -106,7 +106,8 @@ func (r *Resolver) agentEndpoints(t spec.AddressType) ([]string, error) {
 
 // askAgents tries each endpoint in turn. An agent that answers 4xx has
 // refused the token, and the next endpoint would refuse it too.
-func (r *Resolver) askAgents(ctx context.Context, endpoints []string, tok string) (aws.Credentials, error) {
+func (r *Resolver) askAgents(ctx context.Context, endpoints []string, tok string) (_ aws.Credentials, err error) {
+	defer func(start time.Time) { r.observe(SourcePodIdentity, err, start) }(time.Now())
 	var errs []error
 	for _, ep := range endpoints {
 		creds, err := r.askAgent(ctx, ep, tok)

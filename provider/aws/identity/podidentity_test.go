@@ -144,7 +144,8 @@ func TestPodIdentityCache(t *testing.T) {
 	expires := time.Now().Add(time.Hour).Truncate(time.Second)
 	a := newAgent(t, expires)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	r := New(Config{PodIdentityEndpointIPv4: a.url, Clock: clk}, &fakeServiceAccounts{})
+	obs := &requestCounter{}
+	r := New(Config{PodIdentityEndpointIPv4: a.url, Clock: clk, Observer: obs}, &fakeServiceAccounts{})
 
 	var wg sync.WaitGroup
 	for range 100 {
@@ -157,6 +158,9 @@ func TestPodIdentityCache(t *testing.T) {
 	wg.Wait()
 	if n := a.calls.Load(); n != 1 {
 		t.Errorf("agent calls after 100 concurrent mounts = %d, want 1", n)
+	}
+	if n := obs.get(SourcePodIdentity, false); n != 1 || obs.total() != 1 {
+		t.Errorf("the Observer heard %d successful agent requests of %d, want 1 of 1", n, obs.total())
 	}
 
 	if _, err := r.For(t.Context(), podSpec("ns", "other", spec.AddressIPv4)); err != nil {
