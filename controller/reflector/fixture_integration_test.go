@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -28,6 +29,50 @@ const eventually = 60 * time.Second
 // fixture is a real API server and the reflector reconcilers on it.
 type fixture struct {
 	cs kubernetes.Interface
+	// reg holds the reconcilers' fan-out metrics.
+	reg *prometheus.Registry
+}
+
+// metric sums the series of the fan-out metric name whose labels include
+// labels: a counter's values, a histogram's counts.
+func (f *fixture) metric(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, fam := range families {
+		if fam.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range fam.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue series
+				}
+			}
+			sum += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum
+}
+
+// waitMetric waits until the fan-out metric name (labels) reaches at
+// least want.
+func (f *fixture) waitMetric(t *testing.T, name string, labels map[string]string, want float64) {
+	t.Helper()
+	err := poll.Wait(t.Context(), eventually, func(context.Context) (bool, error) {
+		return f.metric(t, name, labels) >= want, nil
+	})
+	if err != nil {
+		t.Fatalf("%s%v = %v, want at least %v: %v", name, labels, f.metric(t, name, labels), want, err)
+	}
 }
 
 func startFixture(t *testing.T) *fixture { t.Helper(); return startFixtureWith(t, k8senv.Options{}) }
@@ -46,11 +91,16 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reflector.SetupWithManager(t.Context(), mgr, reflector.Options{Cache: c, Workers: 2}); err != nil {
+	reg := prometheus.NewRegistry()
+	m, err := fanout.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reflector.SetupWithManager(t.Context(), mgr, reflector.Options{Cache: c, Workers: 2, Metrics: m}); err != nil {
 		t.Fatal(err)
 	}
 	ctrltest.Start(t, mgr)
-	return &fixture{cs: kubernetes.NewForConfigOrDie(env.Config)}
+	return &fixture{cs: kubernetes.NewForConfigOrDie(env.Config), reg: reg}
 }
 
 func (f *fixture) namespace(t *testing.T, name string, labels map[string]string) {

@@ -103,22 +103,36 @@ func testChangeDeleteConflict(t *testing.T, f *fixture) {
 	if _, err := f.cs.CoreV1().Secrets("c-theirs").Create(t.Context(), theirs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The metrics, from what the earlier subtests counted.
+	secret := map[string]string{"writer": reflector.WriterName, "kind": "Secret"}
+	created := map[string]string{"writer": reflector.WriterName, "kind": "Secret", "result": "created"}
+	updated := map[string]string{"writer": reflector.WriterName, "kind": "Secret", "result": "updated"}
+	writer := map[string]string{"writer": reflector.WriterName}
+	created0, updated0 := f.metric(t, fanout.MetricCopiesWritten, created), f.metric(t, fanout.MetricCopiesWritten, updated)
+	conflicts0, deleted0 := f.metric(t, fanout.MetricConflicts, secret), f.metric(t, fanout.MetricCopiesDeleted, secret)
+	propagated0 := f.metric(t, fanout.MetricPropagation, writer)
 	f.source(t, "c-src", "db", map[string]string{"password": "one"}, auto("", "c-[0-9],c-theirs"))
 	for _, ns := range []string{"c-1", "c-2"} {
 		f.waitFor(t, ns, "db", ctrltest.HasData(map[string]string{"password": "one"}))
 	}
 	f.waitEvent(t, "c-src", "db", fanout.ReasonCopyConflict)
+	f.waitMetric(t, fanout.MetricCopiesWritten, created, created0+2)
+	f.waitMetric(t, fanout.MetricConflicts, secret, conflicts0+1)
 	f.update(t, "c-src", "db", func(s *corev1.Secret) { s.Data = map[string][]byte{"password": []byte("two"), "user": []byte("u")} })
 	for _, ns := range []string{"c-1", "c-2"} {
 		f.waitFor(t, ns, "db", ctrltest.HasData(map[string]string{"password": "two", "user": "u"}))
 	}
 	f.waitFor(t, "c-theirs", "db", ctrltest.HasData(map[string]string{"mine": "keep"}))
+	// The change reached both copies: two updates, and the change timed.
+	f.waitMetric(t, fanout.MetricCopiesWritten, updated, updated0+2)
+	f.waitMetric(t, fanout.MetricPropagation, writer, propagated0+1)
 	if err := f.cs.CoreV1().Secrets("c-src").Delete(t.Context(), "db", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{"c-1", "c-2"} {
 		f.waitFor(t, ns, "db", absent)
 	}
+	f.waitMetric(t, fanout.MetricCopiesDeleted, secret, deleted0+2)
 	f.waitFor(t, "c-theirs", "db", ctrltest.HasData(map[string]string{"mine": "keep"}))
 }
 
