@@ -122,7 +122,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.IntVar(&cfg.providerMaxRecv, "provider-max-recv-size", 4<<20, "largest provider response accepted, in bytes")
 	fs.StringVar(&cfg.stateDir, "state-dir", "/var/lib/keymount", "host directory (bidirectional mount propagation) holding each volume's tmpfs and record")
 	fs.StringVar(&cfg.tmpfsSize, "tmpfs-size", "64Mi", "largest content of one volume, counted as tmpfs counts it (each file rounded up to whole 4 KiB pages); each volume's tmpfs holds two such generations")
-	fs.StringVar(&cfg.classPaths, "class-path", "", "comma-separated SecretProviderClass YAML files or directories to resolve classes from, instead of the API server")
+	fs.StringVar(&cfg.classPaths, "class-path", "", "comma-separated SecretProviderClass YAML files or directories to resolve classes from, instead of the API server; a bad file fails only the volumes of the classes it holds")
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty: in-cluster config when running in a pod")
 	fs.Float64Var(&cfg.kubeQPS, "kube-api-qps", defaultKubeQPS, "API server requests a second, sustained, of each client (pod statuses, synced Secrets, events)")
 	fs.IntVar(&cfg.kubeBurst, "kube-api-burst", defaultKubeBurst, "API server requests allowed at once above --kube-api-qps: the writes of that many pods starting together never wait")

@@ -83,8 +83,69 @@ func TestFileResolverSingleFileAndMissingPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := (&FileResolver{Paths: []string{filepath.Join(t.TempDir(), "nope")}}).Resolve(t.Context(), "shop", "db")
-	if err == nil || !errors.Is(err, os.ErrNotExist) {
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "nope: no such file or directory") {
 		t.Fatalf("missing path: err = %v", err)
+	}
+	// A path that is missing does not hide the classes of the others.
+	if _, err := (&FileResolver{Paths: []string{filepath.Join(t.TempDir(), "nope"), f}}).Resolve(t.Context(), "shop", "db"); err != nil {
+		t.Fatalf("a class beside a missing path: %v", err)
+	}
+}
+
+// TestFileResolverBadFileFailsOnlyItsClasses: in a directory of class
+// files, a file with an invalid class fails only that class, with an
+// ErrInvalid naming the file, the document, the class, the field and the
+// fix; a file that does not parse at all fails only the classes no other
+// file defines, naming it; every other class resolves.
+func TestFileResolverBadFileFailsOnlyItsClasses(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a-good.yaml", twoClasses)
+	badField := writeFile(t, dir, "b-typo.yaml", "apiVersion: secrets-store.csi.x-k8s.io/v1\nkind: SecretProviderClass\n"+
+		"metadata:\n  name: cache\n  namespace: shop\nspec:\n  provider: aws\n  params:\n    region: eu-west-1\n")
+	noProvider := writeFile(t, dir, "c-noprovider.yaml", "apiVersion: secrets-store.csi.x-k8s.io/v1\nkind: SecretProviderClass\n"+
+		"metadata:\n  name: queue\n")
+	broken := writeFile(t, dir, "d-broken.yaml", "apiVersion: secrets-store.csi.x-k8s.io/v1\nkind: SecretProviderClass\nmetadata: [\n")
+	r := &FileResolver{Paths: []string{dir}}
+
+	for _, name := range []string{"db", "anywhere"} {
+		if c, err := r.Resolve(t.Context(), "shop", name); err != nil || c.Name != name {
+			t.Errorf("Resolve(%s) beside bad files: %v, %v; want the class", name, c, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"cache", []string{badField, `document 1 (class "cache")`, `unknown field "params"`, "fix the file"}},
+		{"queue", []string{noProvider, `class "queue"`, "spec.provider is empty", "name the provider plugin"}},
+	} {
+		_, err := r.Resolve(t.Context(), "shop", tc.name)
+		if !errors.Is(err, ErrInvalid) || errors.Is(err, ErrNotFound) {
+			t.Errorf("Resolve(%s): %v, want ErrInvalid", tc.name, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("Resolve(%s) error %q lacks %q", tc.name, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), broken) {
+			t.Errorf("Resolve(%s) error %q blames an unrelated file", tc.name, err)
+		}
+	}
+	// A class no readable file defines: not found, and the file that could
+	// not be read is named as where it may be.
+	_, err := r.Resolve(t.Context(), "shop", "nowhere")
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), broken) || !strings.Contains(err.Error(), "document 1") {
+		t.Errorf("Resolve(nowhere): %v, want ErrNotFound naming %s", err, broken)
+	}
+	// The class in another namespace is a different class: the typo does
+	// not fail it.
+	if _, err := r.Resolve(t.Context(), "other", "cache"); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) {
+		t.Errorf("Resolve(other/cache): %v, want ErrNotFound only", err)
+	}
+	if _, err := r.Resolve(t.Context(), "shop", "nowhere"); errors.Is(err, ErrInvalid) {
+		t.Errorf("Resolve(nowhere): %v, want ErrNotFound only", err)
 	}
 }
 
