@@ -32,13 +32,19 @@ var errConvertIncomplete = errors.New("convert: the input holds fields keymount 
 // convertUsage is the help of "keymount convert", before its flags.
 const convertUsage = `Usage: keymount convert -f FILE [-f FILE...] [flags]
 
-Converts External Secrets Operator ExternalSecrets (external-secrets.io/v1,
-with their SecretStore or ClusterSecretStore of provider aws) and Kubernetes
-External Secrets ExternalSecrets (kubernetes-client.io/v1, backends
-secretsManager and systemManager) into a SecretProviderClass (provider aws)
-and a SecretSync each, which write the same Secret. Whatever cannot be
-expressed is listed on stderr with its field path, and keymount exits 1
-without output unless --partial is given. Nothing is sent to a cluster.
+Converts External Secrets manifests into a SecretProviderClass and a
+SecretSync each, which make keymount-controller write the same Secret:
+
+  External Secrets Operator ExternalSecrets (external-secrets.io/v1), with
+  the SecretStore or ClusterSecretStore each names:
+    provider aws: services SecretsManager and ParameterStore (class provider aws)
+    provider vault: KV versions v1 and v2, login auth.kubernetes (class provider vault)
+  Kubernetes External Secrets ExternalSecrets (kubernetes-client.io/v1):
+    backends secretsManager and systemManager (class provider aws)
+
+Whatever cannot be expressed is listed on stderr with its field path, and
+keymount exits 1 without output unless --partial is given. Nothing is sent
+to a cluster.
 
 Flags:
 `

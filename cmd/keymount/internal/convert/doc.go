@@ -1,12 +1,13 @@
 // Package convert turns External Secrets manifests into keymount's: an
 // External Secrets Operator ExternalSecret (external-secrets.io/v1) with its
 // SecretStore or ClusterSecretStore for AWS Secrets Manager or Parameter
-// Store, or a Kubernetes External Secrets ExternalSecret
-// (kubernetes-client.io/v1, backends secretsManager and systemManager),
-// becomes a SecretProviderClass of provider aws and a SecretSync that write
-// the same Secret: its name, keys, type, labels and annotations, with the
-// refresh policy as keymount annotations and ESO's templates as
-// keymount.io/template.<key> annotations.
+// Store (provider aws) or for Vault's KV engine, version 1 or 2, with
+// Kubernetes auth (provider vault), or a Kubernetes External Secrets
+// ExternalSecret (kubernetes-client.io/v1, backends secretsManager and
+// systemManager), becomes a SecretProviderClass of provider aws or vault
+// and a SecretSync that write the same Secret: its name, keys, type, labels
+// and annotations, with the refresh policy as keymount annotations and
+// ESO's templates as keymount.io/template.<key> annotations.
 //
 // What cannot be expressed is never dropped silently: every such field is
 // an Issue naming the object and the field path. The caller decides whether
