@@ -4,11 +4,13 @@ package secretmirror_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/keymount/keymount/tests/poll"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +37,43 @@ type fixture struct {
 	cfg *k8senv.Env
 	c   client.Client // uncached
 	cs  kubernetes.Interface
+	// reg holds the reconciler's fan-out metrics.
+	reg *prometheus.Registry
+}
+
+// metric sums the series of the fan-out metric name whose labels include
+// labels: a counter's values, a histogram's counts.
+func (f *fixture) metric(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, fam := range families {
+		if fam.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue series
+				}
+			}
+			sum += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum
+}
+
+// waitMetric waits until the fan-out metric name (labels) reaches at
+// least want.
+func (f *fixture) waitMetric(t *testing.T, name string, labels map[string]string, want float64) {
+	t.Helper()
+	poll.Until(t, fmt.Sprintf("%s%v at least %v", name, labels, want), func(context.Context) (bool, error) {
+		return f.metric(t, name, labels) >= want, nil
+	})
 }
 
 func startFixture(t *testing.T) *fixture { t.Helper(); return startFixtureWith(t, k8senv.Options{}) }
@@ -69,10 +108,15 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.reg = prometheus.NewRegistry()
+	m, err := fanout.NewMetrics(f.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	err = secretmirror.SetupWithManager(t.Context(), mgr, secretmirror.Options{Workers: 4, Deps: secretmirror.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies,
 		Events: mgr.GetEventRecorder("keymount-controller"),
-		Tokens: toks, Audiences: []string{"vault"},
+		Tokens: toks, Audiences: []string{"vault"}, Metrics: m,
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -89,6 +89,9 @@ func (f *fixture) testFanOut(t *testing.T) {
 // of a key, is put back.
 func (f *fixture) testInStep(t *testing.T) {
 	f.namespace(t, "step-src", "step-1", "step-2")
+	updated := map[string]string{"writer": secretmirror.Writer, "kind": "Secret", "result": "updated"}
+	writer := map[string]string{"writer": secretmirror.Writer}
+	updated0, propagated0 := f.metric(t, fanout.MetricCopiesWritten, updated), f.metric(t, fanout.MetricPropagation, writer)
 	src := f.source(t, "step-src", "creds", "v1")
 	f.mirror(t, "step-src", "creds", "creds", "", "^step-[0-9]$")
 	f.copyHolds(t, "step-1", "creds", "v1")
@@ -103,6 +106,9 @@ func (f *fixture) testInStep(t *testing.T) {
 	if string(c.Data["extra"]) != "x" {
 		t.Errorf("step-2 data keys %v: the new key did not arrive", slices.Sorted(maps.Keys(c.Data)))
 	}
+	// Both copies updated, and the source's change timed to the last.
+	f.waitMetric(t, fanout.MetricCopiesWritten, updated, updated0+2)
+	f.waitMetric(t, fanout.MetricPropagation, writer, propagated0+1)
 
 	c.Data["k"] = []byte("edited by hand")
 	delete(c.Data, "extra")
