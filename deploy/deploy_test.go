@@ -238,9 +238,11 @@ func TestDefaultRegistersBuiltIn(t *testing.T) {
 
 // TestRegistrarSidecarComponent: the component puts the sidecar back and
 // takes the driver's registration flags and mount away, nothing else; with
-// secret-sync, in either order, both apply.
+// secret-sync, in either order, both apply. The driver's token stays in the
+// driver container: the sidecar gets none.
 func TestRegistrarSidecarComponent(t *testing.T) {
 	mem := deployFS(t)
+	checkTokenInDriverAlone(t, &mustRender(t, mem, "/deploy").daemonSet.Spec.Template.Spec)
 	base := mustRender(t, mem, "/deploy").container(t, "secrets-store")
 	var wantArgs []string
 	for _, a := range base.Args {
@@ -285,7 +287,31 @@ func TestRegistrarSidecarComponent(t *testing.T) {
 			if got := r.hostPathOf(t, s, "/registration"); got != pluginsRegistry {
 				t.Errorf("the sidecar's /registration is host path %q, want %s", got, pluginsRegistry)
 			}
+			checkTokenInDriverAlone(t, &r.daemonSet.Spec.Template.Spec)
 		})
+	}
+}
+
+// checkTokenInDriverAlone: the pod mounts no ServiceAccount token by
+// itself; the driver container secrets-store, and no sidecar, mounts the
+// projected volume api-access (a token of the driver's ServiceAccount, the
+// CA, the namespace) where client-go reads them.
+func checkTokenInDriverAlone(t *testing.T, pod *corev1.PodSpec) {
+	t.Helper()
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("the driver's pod mounts its ServiceAccount token into every container")
+	}
+	for _, c := range pod.Containers {
+		mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == "api-access" && m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" && m.ReadOnly
+		})
+		if want := c.Name == "secrets-store"; mounted != want {
+			t.Errorf("container %s: the driver's API credentials mounted %v, want %v", c.Name, mounted, want)
+		}
+	}
+	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "api-access" })
+	if i < 0 || pod.Volumes[i].Projected == nil || len(pod.Volumes[i].Projected.Sources) != 3 || pod.Volumes[i].Projected.Sources[0].ServiceAccountToken == nil {
+		t.Error("no projected volume api-access with the ServiceAccount's token, the CA and the namespace")
 	}
 }
 
