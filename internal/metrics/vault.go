@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -44,8 +45,13 @@ func NewVault() *Vault {
 	return m
 }
 
-// VaultRequest counts one request, or its failure.
+// VaultRequest counts one request, or its failure. An operation other
+// than VaultOperations is not counted, so that the operation label stays a
+// fixed set.
 func (m *Vault) VaultRequest(op string, failed bool) {
+	if !slices.Contains(VaultOperations, op) {
+		return
+	}
 	if failed {
 		m.failures.WithLabelValues(op).Inc()
 		return
