@@ -43,12 +43,13 @@ var flagMethods = map[string]int{
 
 // keymountFlags returns every flag a keymount binary defines: the flag
 // definitions of cmd/ (also in maps of ignored upstream flags, which the
-// binaries accept) and klog's flags, which every binary registers.
+// binaries accept) and of provider/providercmd (--probe, which the
+// provider binaries bind), and klog's flags, which every binary registers.
 func keymountFlags(t *testing.T) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
 	for path, f := range sourceFiles(t) {
-		if !strings.HasPrefix(path, "cmd/") {
+		if !strings.HasPrefix(path, "cmd/") && !strings.HasPrefix(path, "provider/providercmd/") {
 			continue
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
