@@ -84,7 +84,13 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 	poll.Until(t, "the sync counted in /metrics", func(ctx context.Context) (bool, error) {
 		code, body := get(ctx, "http://"+metricsAddr+"/metrics")
 		return code == http.StatusOK && strings.Contains(body, `keymount_controller_syncs_total{result="created"} 1`) &&
-			strings.Contains(body, "keymount_controller_provider_call_duration_seconds_bucket"), nil
+			strings.Contains(body, "keymount_controller_provider_call_duration_seconds_bucket") &&
+			// telemetry.Register's: the staleness gauges (no SecretSync
+			// fails; one succeeded) and the fan-out's, off here.
+			strings.Contains(body, "keymount_controller_syncs_failing 0") &&
+			strings.Contains(body, "keymount_controller_sync_stale_seconds 0") &&
+			!strings.Contains(body, "keymount_controller_sync_last_success_timestamp_seconds 0\n") &&
+			strings.Contains(body, "keymount_controller_sync_last_success_timestamp_seconds "), nil
 	})
 
 	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
