@@ -101,21 +101,20 @@ func (e *renderError) Unwrap() error { return e.sentinel }
 
 var sentinels = []error{ErrOutputTooLarge, ErrLimit, ErrTimeout, ErrPanic}
 
-// execLocation matches the start of text/template's execution errors after
-// "template: <name>:": line, column and the excerpt of the template's text.
-var execLocation = regexp.MustCompile(`^(\d+):(\d+): executing ".*?" at <(.*?)>: `)
+// execLocation matches the start of text/template's execution errors: the
+// template's name (that of the text, also within a {{define}}), line,
+// column and the excerpt of the template's text.
+var execLocation = regexp.MustCompile(`^template: ([^:]*):(\d+):(\d+): executing "[^"]*" at <(.*?)>: `)
 
 // describe turns an error of executing the template name (text) into one that
 // shows no value: see the comment at the top of this file.
 func describe(name, text string, err error) error {
 	where, detail := "", ""
 	msg := err.Error()
-	if rest, ok := strings.CutPrefix(msg, "template: "+name+":"); ok {
-		if m := execLocation.FindStringSubmatch(rest); m != nil {
-			node := strings.ReplaceAll(strings.ReplaceAll(m[3], rangeGuard, "range"), callGuard, "template")
-			where = fmt.Sprintf(" line %s, column %s, at <%s>", m[1], m[2], node)
-			detail = rest[len(m[0]):]
-		}
+	if m := execLocation.FindStringSubmatch(msg); m != nil {
+		node := strings.ReplaceAll(strings.ReplaceAll(m[4], rangeGuard, "range"), callGuard, "template")
+		where = fmt.Sprintf(" line %s, column %s, at <%s>", m[2], m[3], node)
+		detail = msg[len(m[0]):]
 	}
 	var fe *funcError
 	switch {

@@ -86,6 +86,7 @@ func TestErrorsShowTheTemplatesOwnText(t *testing.T) {
 		{`{{ b64dec "a" }}`, `error calling b64dec: illegal base64 data at input byte 0`},
 		{`{{ fromJson "{" }}`, `error calling fromJson: invalid JSON at byte offset 1`},
 		{`{{ range until 200000 }}{{ end }}`, `template limit exceeded`},
+		{"{{ define \"dsn\" }}\n{{ .pasword }}{{ end }}{{ template \"dsn\" . }}", `template "t": line 2, column 3, at <.pasword>: map has no entry for key "pasword"`},
 	} {
 		_, err := Render("t", tc.text, objs)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
