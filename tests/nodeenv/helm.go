@@ -147,6 +147,21 @@ func (n *Node) chartValues(tb testing.TB, version string, opts Options) map[stri
 	return values
 }
 
+// mergeValues merges over into dst, maps key by key, anything else
+// replaced, and returns dst.
+func mergeValues(dst, over map[string]any) map[string]any {
+	for k, v := range over {
+		if vm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				dst[k] = mergeValues(dm, vm)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+	return dst
+}
+
 // installChart packs and imports the images, installs the chart and waits
 // until its DaemonSets run, the local provider serves and kubelet
 // registered the driver.
@@ -171,7 +186,7 @@ func (n *Node) installChart(tb testing.TB, opts Options) {
 	if h.chart, err = loader.Load(filepath.Join(n.repo, "deploy", "charts", "keymount")); err != nil {
 		tb.Fatalf("nodeenv: loading the chart: %v", err)
 	}
-	h.values = n.chartValues(tb, ImageVersion, opts)
+	h.values = mergeValues(n.chartValues(tb, ImageVersion, opts), opts.ChartValues)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.logs, h.stopLogs = newLogCollector(n.podLogs, filepath.Join(n.logDir, "pods")), cancel
 	go h.logs.run(ctx)

@@ -75,6 +75,9 @@ type Options struct {
 	// plane once the node is down, before they are removed with its root;
 	// an error fails the test.
 	ScanLogs func(files []string) error
+	// ChartValues, with Helm, are merged over the node's own chart values
+	// (maps key by key, anything else replaced).
+	ChartValues map[string]any
 }
 
 // Node is a running node and its control plane.
