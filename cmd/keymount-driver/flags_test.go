@@ -24,8 +24,9 @@ func mustParseFlagSet(t *testing.T, fs *flag.FlagSet, args []string) *config {
 }
 
 // TestFlagMistakeIsOneLine: keymount-driver's main refuses an unknown flag,
-// a bad value and a missing value with one line naming the flag and --help,
-// exit 2; --help prints every flag, exit 0.
+// a bad value (of the flag's type, or one the driver cannot use) and a
+// missing value with one line naming the flag and --help, exit 2; --help
+// prints every flag, exit 0.
 func TestFlagMistakeIsOneLine(t *testing.T) {
 	cliflagtest.CheckMain(t, "keymount-driver", main, []cliflagtest.Mistake{
 		{Args: []string{"--foo"}, Flag: "-foo"},
@@ -33,5 +34,8 @@ func TestFlagMistakeIsOneLine(t *testing.T) {
 		{Args: []string{"--enable-secret-rotation=maybe"}, Flag: "-enable-secret-rotation"},
 		{Args: []string{"--sync-secrets=sometimes"}, Flag: "-sync-secrets"},
 		{Args: []string{"--node-id"}, Flag: "-node-id"},
+		{Args: []string{"--tmpfs-size=lots"}, Flag: "--tmpfs-size"},
+		{Args: []string{"--provider-inflight-bytes=0"}, Flag: "--provider-inflight-bytes"},
+		{Args: []string{"--metrics-backend=stackdriver"}, Flag: "--metrics-backend"},
 	}, "-endpoint", "-class-path", "-sync-secrets")
 }

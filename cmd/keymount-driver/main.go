@@ -59,16 +59,20 @@ type config struct {
 	providerMaxRecv int
 	stateDir        string
 	tmpfsSize       string
-	classPaths      string
-	kubeconfig      string
-	kubeQPS         float64
-	kubeBurst       int
-	syncSecrets     syncMode
-	healthAddr      string
-	metricsAddr     string
-	inflightBytes   string
-	registration    registration.Config
-	upstream        *upstream
+	// tmpfsBytes and inflight are --tmpfs-size and
+	// --provider-inflight-bytes in bytes, as checkFlags read them.
+	tmpfsBytes    int64
+	inflight      int64
+	classPaths    string
+	kubeconfig    string
+	kubeQPS       float64
+	kubeBurst     int
+	syncSecrets   syncMode
+	healthAddr    string
+	metricsAddr   string
+	inflightBytes string
+	registration  registration.Config
+	upstream      *upstream
 }
 
 func main() {
@@ -132,11 +136,17 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	if err := cliflag.Parse(fs, args); err != nil {
 		return nil, err
 	}
+	if err := checkFlags(cfg); err != nil {
+		_, _ = fmt.Fprintln(fs.Output(), cliflag.Line(fs.Name(), err))
+		return nil, err
+	}
 	cfg.driver.Version = version
 	return cfg, nil
 }
 
-func run(ctx context.Context, cfg *config) error {
+// checkFlags refuses values the flag types accept but the driver cannot
+// use, before it starts, and reads the sizes.
+func checkFlags(cfg *config) error {
 	if err := checkUpstreamFlags(cfg); err != nil {
 		return err
 	}
@@ -144,15 +154,20 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil || size.Value() <= 0 {
 		return fmt.Errorf("--tmpfs-size %q: want a positive size such as 32Mi", cfg.tmpfsSize)
 	}
-	volumes, err := driver.NewVolumeManager(cfg.stateDir, size.Value())
-	if err != nil {
-		return err
-	}
 	inflight, err := resource.ParseQuantity(cfg.inflightBytes)
 	if err != nil || inflight.Value() <= 0 {
 		return fmt.Errorf("--provider-inflight-bytes %q: want a positive size such as 64Mi", cfg.inflightBytes)
 	}
-	cfg.driver.ProviderInflightBytes = inflight.Value()
+	cfg.tmpfsBytes, cfg.inflight = size.Value(), inflight.Value()
+	return nil
+}
+
+func run(ctx context.Context, cfg *config) error {
+	volumes, err := driver.NewVolumeManager(cfg.stateDir, cfg.tmpfsBytes)
+	if err != nil {
+		return err
+	}
+	cfg.driver.ProviderInflightBytes = cfg.inflight
 	cfg.driver.ReleaseMemoryAfter = cfg.releaseMemoryAfter
 	if cfg.releaseMemoryAfter <= 0 {
 		cfg.driver.ReleaseMemoryAfter = -1 // off

@@ -36,7 +36,6 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"bad size", []string{"--tmpfs-size=lots", "--class-path=" + dir}, "--tmpfs-size"},
 		{"no classes", []string{"--state-dir=" + dir}, "--class-path"},
 		{"sync without cluster", []string{"--state-dir=" + dir, "--class-path=" + dir, "--sync-secrets"}, "--sync-secrets needs an API server"},
 		{"relative state dir", []string{"--state-dir=rel", "--class-path=" + dir}, "state dir"},
