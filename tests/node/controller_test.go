@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,13 +95,13 @@ func TestSecretSyncEnvFromOnTheNode(t *testing.T) {
 		return s, nil
 	})
 	key := restart.SecretAnnotationKey("app-env")
-	waitFor(t, "the rollout annotation on the pod template", func(ctx context.Context) (*appsv1.Deployment, error) {
+	err := poll.Wait(ctx, nodeenv.PodTimeout, func(ctx context.Context) (bool, error) {
 		d, err := n.Kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
-		if err != nil || d.Spec.Template.Annotations[key] == "" {
-			return nil, err
-		}
-		return d, nil
+		return err == nil && d.Spec.Template.Annotations[key] != "", err
 	})
+	if err != nil {
+		t.Fatalf("waiting for the rollout annotation on the pod template: %v\n%s", err, controllerRestartLog(t, n))
+	}
 	second := waitOnePod(t, n, ns, "app")
 	pods = deploymentPods(t, n, second)
 	n.WaitLog(t, &pods[0], "probe", "the new value in the new pod's environment", hasLine("env DSN="+v2))
@@ -116,6 +117,30 @@ func TestSecretSyncEnvFromOnTheNode(t *testing.T) {
 
 	cleanupEnvFrom(t, n, c, dep, sync)
 	n.HelmUninstall(t)
+}
+
+// controllerRestartLog is, for a failure message, each keymount-controller
+// container's restart count and the lines of its log about restarts,
+// errors and start-ups (a restarted controller starts with an empty cache).
+func controllerRestartLog(t *testing.T, n *nodeenv.Node) string {
+	t.Helper()
+	ctx := context.WithoutCancel(t.Context())
+	d, err := n.Kube.AppsV1().Deployments(nodeenv.ReleaseNamespace).Get(ctx, nodeenv.Release+"-controller", metav1.GetOptions{})
+	if err != nil {
+		return fmt.Sprintf("(keymount-controller's Deployment: %v)", err)
+	}
+	var b strings.Builder
+	for _, p := range deploymentPods(t, n, d) {
+		for _, cs := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "--- pod %s container %s (restarts %d) ---\n", p.Name, cs.Name, cs.RestartCount)
+		}
+		for _, l := range n.ContainerLog(t, &p, "controller") {
+			if strings.Contains(l, "restart") || strings.Contains(l, "rror") || strings.Contains(l, `"starting"`) || strings.Contains(l, "leader") {
+				b.WriteString(l + "\n")
+			}
+		}
+	}
+	return b.String()
 }
 
 // checkRestartedOnce: between before and after, the Deployment's pod
@@ -135,18 +160,24 @@ func checkRestartedOnce(t *testing.T, n *nodeenv.Node, before, after *appsv1.Dep
 	if rs := replicaSets(t, n, after); len(rs) != 2 {
 		t.Errorf("%d ReplicaSets after the change, want 2 (the first and one new)", len(rs))
 	}
-	events, err := n.Kube.CoreV1().Events(after.Namespace).List(t.Context(), metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=Deployment,involvedObject.name=" + after.Name + ",reason=" + restart.ReasonRestarting,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The controller's recorder writes events in the background, late on
+	// a loaded machine: wait for the first, then count.
 	count := int32(0)
-	for _, e := range events.Items {
-		count += max(e.Count, 1)
-	}
-	if count != 1 {
-		t.Errorf("%d %s events on the Deployment, want 1", count, restart.ReasonRestarting)
+	err := poll.Wait(t.Context(), nodeenv.PodTimeout, func(ctx context.Context) (bool, error) {
+		events, err := n.Kube.CoreV1().Events(after.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Deployment,involvedObject.name=" + after.Name + ",reason=" + restart.ReasonRestarting,
+		})
+		if err != nil {
+			return false, err
+		}
+		count = 0
+		for _, e := range events.Items {
+			count += max(e.Count, 1)
+		}
+		return count > 0, nil
+	})
+	if err != nil || count != 1 {
+		t.Errorf("%d %s events on the Deployment, want 1 (%v)", count, restart.ReasonRestarting, err)
 	}
 }
 
