@@ -12,7 +12,8 @@ import (
 var providerHealthDesc = prometheus.NewDesc("keymount_provider_healthy", providerHealthHelp, []string{labelProvider}, nil)
 
 const providerHealthHelp = "Whether the provider answered its last health check (a Version call over its socket): 1 yes, 0 no; " +
-	"one series per provider that a mounted volume uses (with --provider-health-check, also per provider called since start)."
+	"one series per provider that a mounted volume uses (with --provider-health-check, also per provider called since start); " +
+	"every provider whose socket the driver never found is one series, provider=\"" + UnknownProvider + "\", 1 only when all of them answered."
 
 // providerHealthCollector reports what the function WatchProviderHealth
 // gave returns, on every scrape.
