@@ -2,7 +2,9 @@
 // docs/*.md decodes strictly into the Go type of its kind (an unknown or
 // misspelt field fails), every kustomization renders against deploy/, and
 // every reason, gRPC code, metric and flag the docs name exists in the code
-// (and every reason and metric the code defines is documented). The
+// (and every reason and metric the code defines is documented). help_test.go
+// holds the docs to the built binaries: their --help, what keymount convert
+// reads, and every "has no equivalent" line. The
 // integration test (docs_integration_test.go) applies the examples to a real
 // API server with server-side dry run.
 package docs_test

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,6 +88,7 @@ func TestHelpAndDocsAgree(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	t.Run("ProvidersTheDocsNameAreServed", func(t *testing.T) { testProvidersServed(t, b) })
 	t.Run("ConvertReadsWhatTheDocsSay", func(t *testing.T) { testConvertReadsWhatTheDocsSay(t, b) })
 	t.Run("ConvertDocsNameAllItReads", func(t *testing.T) { testConvertDocsNameAllItReads(t, b) })
 	t.Run("NoEquivalentNamesNoFeature", func(t *testing.T) { testNoEquivalentNamesNoFeature(t, b) })
@@ -375,6 +377,7 @@ func esoSections(t *testing.T, r convertRead, provider string) []storeSection {
 }
 
 func testConvertReadsWhatTheDocsSay(t *testing.T, b *binaries) {
+	served := servedProviders(t, b)
 	for _, r := range convertReads(t) {
 		for _, c := range casesOf(t, r) {
 			got := convert(t, b, c.manifest, c.args...)
@@ -386,7 +389,78 @@ func testConvertReadsWhatTheDocsSay(t *testing.T, b *binaries) {
 			if !strings.Contains(got.stdout, "provider: "+c.provider+"\n") {
 				t.Errorf("%s: the class is not of provider %s:\n%s", c.name, c.provider, got.stdout)
 			}
+			if _, ok := served[c.provider]; !ok {
+				t.Errorf("%s: keymount convert writes classes of provider %s, which no keymount provider serves (%v)", c.name, c.provider, served)
+			}
 		}
+	}
+}
+
+// providerName is the default of a provider binary's --name in its --help.
+var providerName = regexp.MustCompile(`(?m)^\s+-name string\n.*\(default "([^"]+)"\)`)
+
+// servedProviders maps the provider name each keymount-provider-* binary
+// serves (its --name default) to the binary.
+func servedProviders(t *testing.T, b *binaries) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for bin, help := range b.help {
+		if !strings.HasPrefix(bin, "keymount-provider-") {
+			continue
+		}
+		m := providerName.FindStringSubmatch(help)
+		if m == nil {
+			t.Fatalf("%s --help names no --name default (the provider name it serves):\n%s", bin, help)
+		}
+		out[m[1]] = bin
+	}
+	if len(out) == 0 {
+		t.Fatal("no keymount-provider-* binary was built")
+	}
+	return out
+}
+
+// numbers are the counts the docs write as words.
+var numbers = map[string]int{"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+// shipsSentence is the quick start's "It ships three: `local` (...), ...".
+var shipsSentence = regexp.MustCompile(`It ships (\w+): ([^.]*)`)
+
+// testProvidersServed: the providers the quick start says keymount ships
+// and those of compatibility.md's providers table are the ones its
+// provider binaries serve.
+func testProvidersServed(t *testing.T, b *binaries) {
+	served := servedProviders(t, b)
+	names := slices.Sorted(func(yield func(string) bool) {
+		for k := range served {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	text := strings.Join(strings.Fields(readDoc(t, "quick-start.md")), " ")
+	m := shipsSentence.FindStringSubmatch(text)
+	if m == nil {
+		t.Fatal("quick-start.md has no \"It ships N: ...\" sentence naming the providers")
+	}
+	claimed := []string{}
+	for _, s := range spans(m[2]) {
+		if !strings.Contains(s, " ") && !strings.Contains(s, "/") {
+			claimed = append(claimed, s)
+		}
+	}
+	slices.Sort(claimed)
+	if numbers[m[1]] != len(names) || !slices.Equal(claimed, names) {
+		t.Errorf("quick-start.md says keymount ships %s providers %q; its provider binaries serve %q", m[1], claimed, names)
+	}
+	// compatibility.md: a row "| `name` (`keymount-provider-name`) | ..." per provider.
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9-]+)` \\(`(keymount-provider-[a-z0-9-]+)`\\) \\|")
+	rows := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(readDoc(t, "compatibility.md"), -1) {
+		rows[m[1]] = m[2]
+	}
+	if !maps.Equal(rows, served) {
+		t.Errorf("compatibility.md's providers table names %v; the provider binaries serve %v", rows, served)
 	}
 }
 
