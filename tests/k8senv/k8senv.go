@@ -3,6 +3,7 @@ package k8senv
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -39,6 +40,12 @@ type Options struct {
 	// Controllers are kube-controller-manager controllers to run besides
 	// the garbage collector (e.g. "job-controller"), with ControllerManager.
 	Controllers []string
+	// ServiceAccountTokenSecrets also runs kube-controller-manager's
+	// serviceaccount-token-controller with kube-apiserver's service account
+	// signing key, as in a cluster: it fills in each Secret of type
+	// kubernetes.io/service-account-token (token, ca.crt, namespace). It
+	// implies ControllerManager.
+	ServiceAccountTokenSecrets bool
 	// Scheduler also runs kube-scheduler, so pods without spec.nodeName
 	// (e.g. DaemonSet pods) are bound to a node. Admission taints every new
 	// Node node.kubernetes.io/not-ready:NoSchedule until
@@ -156,8 +163,18 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatalf("k8senv: starting etcd and kube-apiserver from %s: %v", assets, err)
 	}
 
-	if opts.ControllerManager {
-		env.startComponent(t, controllerManager(opts.Controllers), assets, dir, logs)
+	if opts.ControllerManager || opts.ServiceAccountTokenSecrets {
+		extra := opts.Controllers
+		if opts.ServiceAccountTokenSecrets {
+			extra = append(slices.Clone(extra), "serviceaccount-token-controller")
+		}
+		cm := controllerManager(extra)
+		if opts.ServiceAccountTokenSecrets {
+			// envtest's kube-apiserver signs and verifies tokens with the key
+			// pair it writes into its CertDir (sa-signer.key).
+			cm.args = append(cm.args, "--service-account-private-key-file="+filepath.Join(te.ControlPlane.APIServer.CertDir, "sa-signer.key"))
+		}
+		env.startComponent(t, cm, assets, dir, logs)
 	}
 	if opts.Scheduler {
 		env.startComponent(t, scheduler(), assets, dir, logs)
