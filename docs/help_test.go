@@ -15,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // This file holds the docs to the binaries' behaviour, not only to their
@@ -89,6 +92,7 @@ func TestHelpAndDocsAgree(t *testing.T) {
 		return
 	}
 	t.Run("ProvidersTheDocsNameAreServed", func(t *testing.T) { testProvidersServed(t, b) })
+	t.Run("APIsTheDocsNameAreServed", testAPIsServed)
 	t.Run("ConvertReadsWhatTheDocsSay", func(t *testing.T) { testConvertReadsWhatTheDocsSay(t, b) })
 	t.Run("ConvertDocsNameAllItReads", func(t *testing.T) { testConvertDocsNameAllItReads(t, b) })
 	t.Run("NoEquivalentNamesNoFeature", func(t *testing.T) { testNoEquivalentNamesNoFeature(t, b) })
@@ -464,6 +468,80 @@ func testProvidersServed(t *testing.T, b *binaries) {
 	}
 }
 
+// crds returns the CRDs keymount installs.
+func crds(t *testing.T) []*apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	files, err := filepath.Glob("../deploy/crds/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs in deploy/crds: %v", err)
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, crd)
+	}
+	return out
+}
+
+// apiGroupKinds is README's "apis/" row: "`group` (Kind, Kind)".
+var apiGroupKinds = regexp.MustCompile("`([a-z0-9.-]+)` \\(([A-Za-z, ]+)\\)")
+
+// testAPIsServed: the API groups and kinds README's "apis/" row names are
+// the CRDs of deploy/crds, and the versions copying-secrets.md says
+// SecretMirror serves and stores are the CRD's.
+func testAPIsServed(t *testing.T) {
+	have := map[string][]string{}
+	var mirror *apiextensionsv1.CustomResourceDefinition
+	for _, crd := range crds(t) {
+		have[crd.Spec.Group] = append(have[crd.Spec.Group], crd.Spec.Names.Kind)
+		if crd.Spec.Names.Kind == "SecretMirror" {
+			mirror = crd
+		}
+	}
+	row := ""
+	for line := range strings.SplitSeq(readDoc(t, "../README.md"), "\n") {
+		if strings.HasPrefix(line, "| `apis/` |") {
+			row = line
+		}
+	}
+	claimed := map[string][]string{}
+	for _, m := range apiGroupKinds.FindAllStringSubmatch(row, -1) {
+		for k := range strings.SplitSeq(m[2], ",") {
+			claimed[m[1]] = append(claimed[m[1]], strings.TrimSpace(k))
+		}
+	}
+	for g := range have {
+		slices.Sort(have[g])
+		slices.Sort(claimed[g])
+	}
+	if !maps.EqualFunc(have, claimed, slices.Equal) {
+		t.Errorf("README's apis/ row names %v; deploy/crds serves %v", claimed, have)
+	}
+	if mirror == nil {
+		t.Fatal("deploy/crds has no SecretMirror CRD")
+	}
+	// copying-secrets.md: "`v1alpha2` (stored) and `v1alpha1` (served)".
+	m := regexp.MustCompile("`(v\\w+)` \\(stored\\) and `(v\\w+)` \\(served\\)").FindStringSubmatch(readDoc(t, "copying-secrets.md"))
+	if m == nil {
+		t.Fatal("copying-secrets.md does not say which SecretMirror versions are stored and served")
+	}
+	for _, v := range mirror.Spec.Versions {
+		if want := v.Name == m[1]; v.Storage != want || !v.Served || (v.Name != m[1] && v.Name != m[2]) {
+			t.Errorf("SecretMirror CRD version %s: served %v, stored %v; copying-secrets.md says %s stored and %s served", v.Name, v.Served, v.Storage, m[1], m[2])
+		}
+	}
+	if len(mirror.Spec.Versions) != 2 {
+		t.Errorf("the SecretMirror CRD has %d versions; copying-secrets.md names two", len(mirror.Spec.Versions))
+	}
+}
+
 // Candidates convert might read: External Secrets Operator's providers
 // and Vault logins, Kubernetes External Secrets' backends, External
 // Secrets' other kinds. Whichever it accepts must be in the docs' table.
@@ -703,20 +781,9 @@ func kindServed(kind string) featureCheck {
 // crdKinds are the kinds of the CRDs keymount installs.
 func crdKinds(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("../deploy/crds/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no CRDs in deploy/crds: %v", err)
-	}
 	var kinds []string
-	re := regexp.MustCompile(`(?m)^\s+kind: (\w+)$`)
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range re.FindAllStringSubmatch(string(data), -1) {
-			kinds = append(kinds, m[1])
-		}
+	for _, crd := range crds(t) {
+		kinds = append(kinds, crd.Spec.Names.Kind)
 	}
 	return kinds
 }
