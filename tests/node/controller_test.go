@@ -135,6 +135,9 @@ func controllerRestartLog(t *testing.T, n *nodeenv.Node) string {
 			fmt.Fprintf(&b, "--- pod %s container %s (restarts %d) ---\n", p.Name, cs.Name, cs.RestartCount)
 		}
 		for _, l := range n.ContainerLog(t, &p, "controller") {
+			if strings.Contains(l, "Successfully renewed lease") {
+				continue
+			}
 			if strings.Contains(l, "restart") || strings.Contains(l, "rror") || strings.Contains(l, `"starting"`) || strings.Contains(l, "leader") {
 				b.WriteString(l + "\n")
 			}
