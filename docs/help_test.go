@@ -1006,7 +1006,10 @@ func sameDefault(doc, help string) bool {
 var (
 	docFlagSpan    = regexp.MustCompile("`--?([a-z][a-z0-9_-]*)`")
 	docInlineValue = regexp.MustCompile("\\bdefault:?\\s+(`[^`]+`|[0-9][0-9.]*(?: ?(?:MiB|KiB|ms|s|m|h)\\b)?)")
-	docUnits       = regexp.MustCompile(`^([0-9]+) ?(MiB|KiB|ms|s|m|h)$`)
+	// docProseDefault is "`--flag` (default X", "`--flag` (N)" or
+	// "`--flag`, N unit" in prose: X a code span or a number.
+	docProseDefault = regexp.MustCompile("`--([a-z][a-z0-9-]*)`(?: \\(default:? (`[^-`][^`]*`|[0-9][0-9.]*(?: ?(?:MiB|KiB|Mi|Ki|ms|s|m|h|minutes|seconds)\\b)?)| \\(([0-9][0-9.]*(?: ?(?:MiB|KiB|Mi|Ki|ms|s|m|h)\\b)?)[;),]|, ([0-9][0-9.]*(?: ?(?:MiB|KiB|Mi|Ki|ms|s|m|h|minutes|seconds)\\b)))")
+	docUnits        = regexp.MustCompile(`^([0-9]+) ?(MiB|KiB|ms|s|m|h|minutes|seconds)$`)
 )
 
 func testFlagDefaults(t *testing.T, b *binaries) {
@@ -1022,6 +1025,14 @@ func testFlagDefaults(t *testing.T, b *binaries) {
 			switch {
 			case !strings.HasPrefix(line, "|"):
 				defaultCol = -1
+				for _, m := range docProseDefault.FindAllStringSubmatch(line, -1) {
+					cells = append(cells, m[1]+"\x00"+m[2]+m[3]+m[4])
+				}
+				for _, fv := range cells {
+					if flag, value, ok := strings.Cut(fv, "\x00"); ok {
+						checked += checkDefault(t, have, fmt.Sprintf("%s:%d", file, n+1), flag, value)
+					}
+				}
 				continue
 			case tableRule.MatchString(line):
 				continue
@@ -1030,21 +1041,28 @@ func testFlagDefaults(t *testing.T, b *binaries) {
 				continue
 			}
 			for _, fv := range rowDefaults(cells, defaultCol) {
-				defaults, ok := have[fv[0]]
-				if !ok {
-					continue // not a keymount flag: TestFlagsInDocsExist
-				}
-				checked++
-				value := docValue(fv[1])
-				if !slices.ContainsFunc(defaults, func(h string) bool { return sameDefault(value, h) }) {
-					t.Errorf("%s:%d: --%s defaults to %q, but the binaries' --help say %q", file, n+1, fv[0], value, defaults)
-				}
+				checked += checkDefault(t, have, fmt.Sprintf("%s:%d", file, n+1), fv[0], fv[1])
 			}
 		}
 	}
 	if checked < 10 {
 		t.Fatalf("checked %d flag defaults of the docs: is the parsing broken?", checked)
 	}
+}
+
+// checkDefault checks the default the docs state for a flag at where,
+// and returns 1 if the flag is keymount's (0 for another tool's).
+func checkDefault(t *testing.T, have map[string][]string, where, flag, value string) int {
+	t.Helper()
+	defaults, ok := have[flag]
+	if !ok {
+		return 0 // not a keymount flag: TestFlagsInDocsExist
+	}
+	value = docValue(value)
+	if !slices.ContainsFunc(defaults, func(h string) bool { return sameDefault(value, h) }) {
+		t.Errorf("%s: --%s defaults to %q, but the binaries' --help say %q", where, flag, value, defaults)
+	}
+	return 1
 }
 
 // rowDefaults returns the flag defaults a table row states: flag and
@@ -1079,7 +1097,7 @@ func rowDefaults(cells []string, defaultCol int) [][2]string {
 func docValue(value string) string {
 	value = strings.Trim(value, "`")
 	if m := docUnits.FindStringSubmatch(value); m != nil {
-		value = m[1] + m[2]
+		value = m[1] + strings.NewReplacer("minutes", "m", "seconds", "s").Replace(m[2])
 		if n, err := strconv.Atoi(m[1]); err == nil && strings.HasSuffix(m[2], "iB") {
 			value = strconv.Itoa(n << map[string]int{"KiB": 10, "MiB": 20}[m[2]])
 		}
