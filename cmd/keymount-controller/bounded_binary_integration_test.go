@@ -10,9 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/keymount/keymount/tests/promtext"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,21 +154,9 @@ func scrapeSeries(t *testing.T, addr string) map[string]float64 {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
-	out := map[string]float64{}
-	for line := range strings.Lines(body) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			t.Fatalf("/metrics line %q: not a series and a value", line)
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("/metrics line %q: %v", line, err)
-		}
-		out[line[:i]] = v
+	out, err := promtext.Series(body)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -6,9 +6,10 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/keymount/keymount/tests/promtext"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/tests/poll"
@@ -98,21 +99,9 @@ func (n *node) scrapeMetrics(t *testing.T) map[string]float64 {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
-	out := map[string]float64{}
-	for line := range strings.Lines(body) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			t.Fatalf("/metrics line %q: not a series and a value", line)
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("/metrics line %q: %v", line, err)
-		}
-		out[line[:i]] = v
+	out, err := promtext.Series(body)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
