@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keymount/keymount/tests/promtext"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,28 +39,9 @@ type fixture struct {
 // labels: a counter's values, a histogram's counts.
 func (f *fixture) metric(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := f.reg.Gather()
+	sum, err := promtext.Sum(f.reg, name, labels)
 	if err != nil {
 		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, fam := range families {
-		if fam.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range fam.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue series
-				}
-			}
-			sum += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
-		}
 	}
 	return sum
 }

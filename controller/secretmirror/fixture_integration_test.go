@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keymount/keymount/tests/promtext"
+
 	"github.com/keymount/keymount/tests/poll"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,24 +47,9 @@ type fixture struct {
 // labels: a counter's values, a histogram's counts.
 func (f *fixture) metric(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := f.reg.Gather()
+	sum, err := promtext.Sum(f.reg, name, labels)
 	if err != nil {
 		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, fam := range families {
-		if fam.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
-					continue series
-				}
-			}
-			sum += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
-		}
 	}
 	return sum
 }
