@@ -250,9 +250,11 @@ fuzz: ## Run every Fuzz* target, one at a time, for FUZZTIME each (default 30s; 
 # ------------------------------------------------------ lint and verify
 
 .PHONY: lint
+# --allow-serial-runners: a second make test on the machine (or an editor's
+# golangci-lint) waits for golangci-lint's lock instead of failing the run.
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned) over the module
 	$(GOLANGCI_LINT) config verify
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 
 CHART := deploy/charts/keymount
 CHART_VALUES := $(wildcard $(CHART)/testdata/*.yaml)
