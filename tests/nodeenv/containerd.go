@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -83,15 +84,93 @@ func shimSockets() map[string]bool {
 }
 
 // leftoverShimSockets lists the shim sockets that appeared while the node
-// ran and are still there.
+// ran and are still there, and are this node's. shimSocketDir is shared by
+// every containerd on the machine, so a second node (another test, another
+// make test beside this one) adds sockets of its own: a socket a live shim
+// of another containerd holds is that node's, and a socket no process holds
+// (its shim is gone) counts as this node's only when no other containerd
+// runs, which could have left it too.
 func (n *Node) leftoverShimSockets() []string {
+	holders := unixSocketHolders(shimSocketDir)
+	others := otherContainerds(n.containerdSocket())
 	var out []string
 	for name := range shimSockets() {
-		if !n.shimSocketsBefore[name] {
-			out = append(out, "shim socket "+filepath.Join(shimSocketDir, name))
+		if n.shimSocketsBefore[name] {
+			continue
+		}
+		path := filepath.Join(shimSocketDir, name)
+		cmdline, held := holders[path]
+		switch {
+		case held && !strings.Contains(cmdline, n.containerdSocket()):
+			continue // a live shim of another containerd
+		case held:
+			out = append(out, "shim socket "+path+" (its shim still runs: "+cmdline+")")
+		case others:
+			continue // could be another node's shim, gone
+		default:
+			out = append(out, "shim socket "+path)
 		}
 	}
 	return out
+}
+
+// unixSocketHolders maps the path of each bound unix socket in dir of this network
+// namespace (/proc/net/unix) to the command line of a process holding it.
+func unixSocketHolders(dir string) map[string]string {
+	paths := map[string]string{} // inode -> path
+	if data, err := os.ReadFile("/proc/net/unix"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			f := strings.Fields(line)
+			if len(f) >= 8 && strings.HasPrefix(f[7], dir+"/") {
+				paths[f[6]] = f[7]
+			}
+		}
+	}
+	out := map[string]string{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		fds, err := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+		if err != nil {
+			continue // not a process, or gone
+		}
+		for _, fd := range fds {
+			link, err := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name()))
+			if err != nil || !strings.HasPrefix(link, "socket:[") {
+				continue
+			}
+			if path, ok := paths[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")]; ok {
+				cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+				out[path] = strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " ")
+			}
+		}
+	}
+	return out
+}
+
+// otherContainerds says whether a containerd runs whose configuration is
+// not the node's (whose grpc socket is ours).
+func otherContainerds(ours string) bool {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		cmd, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil || len(cmd) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
+		if filepath.Base(args[0]) != "containerd" {
+			continue
+		}
+		cfg := ""
+		for i, a := range args {
+			if a == "--config" && i+1 < len(args) {
+				cfg = args[i+1]
+			}
+		}
+		if cfg == "" || filepath.Dir(cfg) != filepath.Dir(ours) {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Node) startContainerd(tb testing.TB) {
