@@ -47,6 +47,9 @@ func TestHelmChartOnTheNode(t *testing.T) {
 		TokenAudiences:       []string{tokenAudience},
 		KubeletSyncFrequency: 5 * time.Second,
 		ScanLogs:             forbidden.scan,
+		// The driver asks its providers every 5s (2m by default): the
+		// hung-provider check sees it not ready while its provider hangs.
+		ChartValues: map[string]any{"providerHealthCheckInterval": "5s"},
 	})
 	ctx := t.Context()
 	checkDriverPod(t, n, nodeenv.ImageVersion)
@@ -88,6 +91,7 @@ func TestHelmChartOnTheNode(t *testing.T) {
 		t.Errorf("the chart's CSIDriver on Kubernetes %s: serviceAccountTokenInSecrets %v, want set: %v", kv, s, want)
 	}
 	t.Run("bound token", func(t *testing.T) { checkProviderGetsBoundToken(t, n, ns) })
+	t.Run("hung provider restarted", func(t *testing.T) { checkHungProviderHeals(t, n, ns, v1) })
 	target := n.TargetPath(app, "secrets")
 	volumeDir := n.VolumeStateDir(volumeHandle(t, target))
 

@@ -21,32 +21,16 @@ import (
 	"github.com/keymount/keymount/tests/poll"
 )
 
-// TestHungProviderRestartedOnTheNode: the chart's local provider, frozen
-// with SIGSTOP (its process alive, its socket accepting connections, no
-// answer), fails its liveness probe (the provider binary's --probe) and
-// kubelet restarts its container; the driver, not ready while a provider
-// of a mounted volume does not answer, is ready again once the new
-// provider serves, without being restarted itself (same container, same
-// process), and mounts a new pod's volume through it.
-func TestHungProviderRestartedOnTheNode(t *testing.T) {
-	n := nodeenv.Start(t, nodeenv.Options{
-		Helm:     true,
-		ScanLogs: forbidden.scan,
-		// The driver asks its providers every 5s (2m by default): it is
-		// seen not ready while its provider hangs.
-		ChartValues: map[string]any{"providerHealthCheckInterval": "5s"},
-	})
-	ns := namespace(t, n)
-	value := "heal-" + randomHex(8)
-	putObject(t, n, ns+"/dsn", value)
-	localClass(t, n, ns, "db", `
-- objectName: `+ns+`/dsn
-  objectAlias: dsn
-`)
-	app := createPod(t, n, ns, "app", "db", "show", "-follow", mountPath+"/dsn")
-	n.WaitPod(t, ns, "app", "Running", nodeenv.Running)
-	n.WaitLog(t, app, "probe", "the mounted value", hasContent("dsn", value))
-
+// checkHungProviderHeals, on TestHelmChartOnTheNode's node (whose driver
+// asks its providers every 5s) with a pod of ns reading value through the
+// chart's local provider: that provider, frozen with SIGSTOP (its process
+// alive, its socket accepting connections, no answer), fails its liveness
+// probe (the provider binary's --probe) and kubelet restarts its container;
+// the driver, not ready while a provider of a mounted volume does not
+// answer, is ready again once the new provider serves, without being
+// restarted itself (same container, same process), and mounts a new pod's
+// volume through it.
+func checkHungProviderHeals(t *testing.T, n *nodeenv.Node, ns, value string) {
 	driverPod := n.DriverPod(t)
 	readyz := "http://" + driverHealthAddr(t, driverPod) + "/readyz"
 	waitReadyz(t, readyz, http.StatusOK, "ok")
@@ -99,9 +83,16 @@ func TestHungProviderRestartedOnTheNode(t *testing.T) {
 		t.Errorf("driver process %d, want %d, the one before the provider hung", got, driverPID)
 	}
 	// The driver mounts through the restarted provider.
-	app2 := createPod(t, n, ns, "app2", "db", "show", mountPath+"/dsn")
-	n.WaitPod(t, ns, "app2", "Running", nodeenv.Running)
-	n.WaitLog(t, app2, "probe", "the value mounted through the restarted provider", hasContent("dsn", value))
+	healed := createPod(t, n, ns, "healed", "db", "show", mountPath+"/dsn")
+	n.WaitPod(t, ns, "healed", "Running", nodeenv.Running)
+	n.WaitLog(t, healed, "probe", "the value mounted through the restarted provider", hasContent("dsn", value))
+	if err := n.Kube.CoreV1().Pods(ns).Delete(t.Context(), "healed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, "pod healed", func(ctx context.Context) error {
+		_, err := n.Kube.CoreV1().Pods(ns).Get(ctx, "healed", metav1.GetOptions{})
+		return err
+	})
 }
 
 // driverContainer is the chart's driver container.
