@@ -39,12 +39,7 @@ import (
 func TestBinaryAgainstAPIServer(t *testing.T) {
 	env, cs, c := startCluster(t)
 	ctx := t.Context()
-	store := t.TempDir()
-	if err := os.WriteFile(filepath.Join(store, "password"), []byte("from-the-store"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sockDir := sockettest.Dir(t)
-	serveLocal(t, sockDir, store)
+	sockDir := serveLocalStore(t)
 
 	kubeconfig, _ := env.KubeconfigFor(t, "keymount-controller", []string{"system:masters"})
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
@@ -224,6 +219,20 @@ func tail(s string, n int) string {
 }
 
 // serveLocal serves the local provider over root as "local" in dir.
+// serveLocalStore serves the local provider on a socket directory of its
+// own, from a store holding "password" (from-the-store), and returns the
+// directory (--provider-volume).
+func serveLocalStore(t *testing.T) string {
+	t.Helper()
+	store := t.TempDir()
+	if err := os.WriteFile(filepath.Join(store, "password"), []byte("from-the-store"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sockDir := sockettest.Dir(t)
+	serveLocal(t, sockDir, store)
+	return sockDir
+}
+
 func serveLocal(t testing.TB, dir, root string) {
 	t.Helper()
 	p, err := local.New(root)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,7 +20,6 @@ import (
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/controller/syncrequest"
 	"github.com/keymount/keymount/internal/metrics"
-	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/tests/poll"
 )
 
@@ -35,12 +32,7 @@ import (
 // the controller found keeps its name.
 func TestBinaryMetricsBoundedByFoundProviders(t *testing.T) {
 	env, _, c := startCluster(t)
-	store := t.TempDir()
-	if err := os.WriteFile(filepath.Join(store, "password"), []byte("from-the-store"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sockDir := sockettest.Dir(t)
-	serveLocal(t, sockDir, store)
+	sockDir := serveLocalStore(t)
 	kubeconfig, _ := env.KubeconfigFor(t, "keymount-controller", []string{"system:masters"})
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
 	startBinary(t, buildBinary(t), []string{
