@@ -32,6 +32,23 @@
 //
 // A test whose environment cannot start fails; it never skips.
 //
+// Each start costs seconds of CPU, so a package's tests share one control
+// plane where they can: Shared starts it on first use, once per Options in
+// the test binary, and the package's TestMain (k8senv.Run)
+// stops it after the tests, leaving no process or directory behind:
+//
+//	func TestMain(m *testing.M) { os.Exit(k8senv.Run(m)) }
+//
+//	env := k8senv.Shared(t, k8senv.Options{CRDDirectoryPaths: crds})
+//
+// Tests sharing it work in namespaces of their own (GenerateName) and assert
+// nothing on cluster-scoped state. A test keeps its own Start, with one
+// comment line at the call saying why, when it installs cluster-scoped
+// objects that would clash or that it asserts on (CRDs of other versions,
+// webhooks, admission policies, RBAC), stops the API server, counts audit
+// events, needs kube-controller-manager's flags, or runs a controller that
+// watches every namespace, where another test's objects would reach it.
+//
 // Service account tokens come from the real TokenRequest API (envtest
 // configures the signing key and the issuer). envtest disables the
 // ServiceAccount admission plugin, so a Pod's spec.serviceAccountName is not

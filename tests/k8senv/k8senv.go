@@ -158,10 +158,12 @@ func Start(t testing.TB, opts Options) *Env {
 		}
 	})
 	var err error
+	begin := time.Now()
 	owner.run(func() { env.Config, err = te.Start() })
 	if err != nil {
 		t.Fatalf("k8senv: starting etcd and kube-apiserver from %s: %v", assets, err)
 	}
+	t.Logf("k8senv: control plane started in %s", time.Since(begin).Round(time.Millisecond))
 
 	if opts.ControllerManager || opts.ServiceAccountTokenSecrets {
 		extra := opts.Controllers
