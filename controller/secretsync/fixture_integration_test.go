@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,8 @@ type fixture struct {
 	store string        // the local provider's root
 	socks string        // the provider socket directory
 	calls atomic.Int64  // provider Mount calls
+
+	namespaces []string // created by namespace
 }
 
 // countingProviders counts the controller's provider calls.
@@ -57,7 +60,7 @@ func (p countingProviders) Mount(ctx context.Context, provider string, req *v1al
 func startFixture(t *testing.T, cfg secretsync.Config) *fixture {
 	t.Helper()
 	ctrl.SetLogger(klog.Background())
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	env := k8senv.Shared(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	f := &fixture{cs: kubernetes.NewForConfigOrDie(env.Config), store: t.TempDir()}
 	scheme, err := kube.NewScheme()
 	if err != nil {
@@ -73,29 +76,59 @@ func startFixture(t *testing.T, cfg secretsync.Config) *fixture {
 	}
 	ctrltest.ServeProvider(t, f.socks, "local", p)
 
-	const controllerNS = "keymount-system"
-	f.namespace(t, controllerNS)
+	controllerNS := f.namespace(t, "keymount-system")
 	cfg.Audiences = []string{audience}
 	cfg.Pod.Name, cfg.Pod.Namespace, cfg.Pod.UID = "keymount-controller-0", controllerNS, "0000-test"
 	ctrltest.SyncController{Config: cfg, SocketDir: f.socks, Workers: 4, WrapProviders: func(pc secretsync.Providers) secretsync.Providers {
 		return countingProviders{next: pc, calls: &f.calls}
 	}}.Start(t, env.Config, scheme)
+	// Registered after the controller's start, so it runs before its stop.
+	t.Cleanup(func() { f.deleteSecretSyncs(t) })
 	return f
 }
 
-func (f *fixture) namespace(t *testing.T, name string) {
+// namespace creates a namespace named prefix-<random> and returns its name:
+// the tests share one control plane (k8senv.Shared).
+func (f *fixture) namespace(t *testing.T, prefix string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	if err := f.c.Create(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
+	f.namespaces = append(f.namespaces, ns.Name)
+	return ns.Name
 }
 
-// app makes a namespace with a service account "app" and a class "store"
-// serving the objects of the store directory named.
-func (f *fixture) app(t *testing.T, ns string, objects ...string) {
+// deleteSecretSyncs deletes the test's SecretSyncs when it ends, so that
+// the controllers of the tests after it, which watch every namespace, never
+// sync them (and call their providers).
+func (f *fixture) deleteSecretSyncs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, ns := range f.namespaces {
+		if err := f.c.DeleteAllOf(ctx, &ss1.SecretSync{}, client.InNamespace(ns)); err != nil {
+			t.Errorf("deleting the SecretSyncs of namespace %s: %v", ns, err)
+			continue
+		}
+		err := poll.Wait(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+			var l ss1.SecretSyncList
+			if err := f.c.List(ctx, &l, client.InNamespace(ns)); err != nil {
+				return false, err
+			}
+			return len(l.Items) == 0, nil
+		})
+		if err != nil {
+			t.Errorf("the SecretSyncs of namespace %s are not gone: %v", ns, err)
+		}
+	}
+}
+
+// app makes a namespace prefix-<random> with a service account "app" and a
+// class "store" serving the objects of the store directory named, and
+// returns its name.
+func (f *fixture) app(t *testing.T, prefix string, objects ...string) string {
 	t.Helper()
-	f.namespace(t, ns)
+	ns := f.namespace(t, prefix)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
 	if err := f.c.Create(t.Context(), sa); err != nil {
 		t.Fatal(err)
@@ -111,6 +144,7 @@ func (f *fixture) app(t *testing.T, ns string, objects ...string) {
 	if err := f.c.Create(t.Context(), class); err != nil {
 		t.Fatal(err)
 	}
+	return ns
 }
 
 // put writes an object of the store.

@@ -30,8 +30,7 @@ import (
 // restored.
 func TestSecretSyncLifecycle(t *testing.T) {
 	f := startFixture(t, secretsync.Config{}) // no periodic refresh: only triggers
-	const ns = "lifecycle"
-	f.app(t, ns, "db-password", "db-user")
+	ns := f.app(t, "lifecycle", "db-password", "db-user")
 	f.put(t, "db-password", "pw-one-4711")
 	f.put(t, "db-user", "admin")
 	ss := secretSync(ns, "creds", "db-password", "password", "db-user", "user")
@@ -198,8 +197,7 @@ func checkCreatedStatus(t *testing.T, f *fixture, key types.NamespacedName, got 
 // SecretConflict naming it, Ready=False, a Warning event.
 func TestSecretSyncRefusesForeignSecret(t *testing.T) {
 	f := startFixture(t, secretsync.Config{})
-	const ns = "conflict"
-	f.app(t, ns, "db-password")
+	ns := f.app(t, "conflict", "db-password")
 	f.put(t, "db-password", "store-value")
 	foreign := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
@@ -235,8 +233,7 @@ func TestSecretSyncRefusesForeignSecret(t *testing.T) {
 // Warning events.
 func TestSecretSyncFailures(t *testing.T) {
 	f := startFixture(t, secretsync.Config{})
-	const ns = "failures"
-	f.app(t, ns, "db-password")
+	ns := f.app(t, "failures", "db-password")
 	f.put(t, "db-password", "x")
 	noClass := secretSync(ns, "no-class", "db-password", "password")
 	noClass.Spec.SecretProviderClassName = "missing"
@@ -272,8 +269,7 @@ func TestSecretSyncFailures(t *testing.T) {
 // neither the Secret nor the SecretSync; a change reaches the Secret.
 func TestSecretSyncPeriodicRefresh(t *testing.T) {
 	f := startFixture(t, secretsync.Config{})
-	const ns = "periodic"
-	f.app(t, ns, "token")
+	ns := f.app(t, "periodic", "token")
 	f.put(t, "token", "t1")
 	ss := secretSync(ns, "tick", "token", "token")
 	ss.Annotations = map[string]string{rotation.IntervalAnnotation: "1s"}

@@ -26,8 +26,7 @@ import (
 // keeps the Secret as it was.
 func TestSecretSyncTemplate(t *testing.T) {
 	f := startFixture(t, secretsync.Config{})
-	const ns = "templates"
-	f.app(t, ns, "db-user", "db-password", "db-host")
+	ns := f.app(t, "templates", "db-user", "db-password", "db-host")
 	f.put(t, "db-user", "admin")
 	f.put(t, "db-password", "pw-7731")
 	f.put(t, "db-host", "db.internal")

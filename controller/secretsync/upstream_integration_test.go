@@ -89,9 +89,8 @@ func TestUpstreamE2EManifests(t *testing.T) {
 	f := startFixture(t, secretsync.Config{})
 	p := &e2eProvider{}
 	ctrltest.ServeProvider(t, f.socks, "e2e-provider", p)
-	const ns, other = "test-v1alpha1", "test-other"
+	ns, other := f.namespace(t, "test-v1alpha1"), f.namespace(t, "test-other")
 	for _, n := range []string{ns, other} {
-		f.namespace(t, n)
 		if err := f.c.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "default"}}); err != nil {
 			t.Fatal(err)
 		}
