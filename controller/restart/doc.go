@@ -36,8 +36,12 @@
 // class (its own copy of the annotation differs from the template's)
 // reports nothing new (Result.Stale): a pod still terminating never rolls
 // the workload back. A workload never restarted for a Secret is restarted
-// only for a change the reconciler saw, when it was created before that
-// change (the API server's times, to the second).
+// only for a change the controller's cache saw (it held the content
+// before), when it was created no later than the second of that change
+// (the API server's times, to the second: in the second of the change
+// either content may have started, so it restarts). The change is found as the cache gets each
+// version (SecretDigests), not when the reconciler first looks: its queue
+// folds a creation and a change into one request when it runs late.
 //
 // # API access and cost
 //

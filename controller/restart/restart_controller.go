@@ -16,7 +16,6 @@ import (
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -133,9 +132,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if secrets == nil {
 		secrets = c
 	}
-	sr := &secretReconciler{secrets: secrets, digests: digests, cache: c, r: r, clk: clock.RealClock{}}
+	sr := &secretReconciler{secrets: secrets, digests: digests, cache: c, r: r}
 	return ctrl.NewControllerManagedBy(mgr).Named("restart-secret").WithOptions(copts).
-		WatchesRawSource(source.Kind(secrets, &corev1.Secret{}, &handler.TypedEnqueueRequestForObject[*corev1.Secret]{})).
+		WatchesRawSource(source.Kind(secrets, &corev1.Secret{}, secretEvents(digests))).
 		WatchesRawSource(source.Kind(c, &appsv1.Deployment{}, handler.TypedEnqueueRequestsFromMapFunc(consumed[*appsv1.Deployment]))).
 		WatchesRawSource(source.Kind(c, &appsv1.StatefulSet{}, handler.TypedEnqueueRequestsFromMapFunc(consumed[*appsv1.StatefulSet]))).
 		WatchesRawSource(source.Kind(c, &appsv1.DaemonSet{}, handler.TypedEnqueueRequestsFromMapFunc(consumed[*appsv1.DaemonSet]))).

@@ -15,10 +15,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // SyncLabel marks the Secrets a SecretSync writes (the sync controller's
@@ -115,25 +119,44 @@ type secretReconciler struct {
 	digests *SecretDigests
 	cache   client.Reader // trimmed workloads
 	r       *Restarter
-	clk     clock.PassiveClock
+}
+
+// secretEvents enqueues a synced Secret's events, and drops its digest
+// when the informer tells it left the cache (deleted or unlabelled): a
+// handler runs after the cache's store changed, in the order of the
+// Secret's events.
+func secretEvents(d *SecretDigests) handler.TypedEventHandler[*corev1.Secret, reconcile.Request] {
+	enqueue := &handler.TypedEnqueueRequestForObject[*corev1.Secret]{}
+	return handler.TypedFuncs[*corev1.Secret, reconcile.Request]{
+		CreateFunc:  enqueue.Create,
+		UpdateFunc:  enqueue.Update,
+		GenericFunc: enqueue.Generic,
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*corev1.Secret], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.Object != nil {
+				d.forget(types.NamespacedName{Namespace: e.Object.Namespace, Name: e.Object.Name}, e.Object.UID)
+			}
+			enqueue.Delete(ctx, e, q)
+		},
+	}
 }
 
 // Reconcile makes every opted-in workload that consumes the Secret carry
 // SecretAnnotationKey = its current value, restarting it once per change.
 // A workload whose template has no such annotation yet is restarted only
-// for a change seen while this reconciler ran and only when the workload
-// was created before the second of that change (both as the API server
-// dates them): the pods of a later one started with the new content.
+// for a change the cache recorded (SecretDigests: the content before it
+// was recorded too, however late this reconcile runs) and only when the
+// workload was created no later than the second of that change (both as
+// the API server dates them): the pods of one created in a later second
+// started with the new content.
 func (s *secretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	sec := &corev1.Secret{}
 	if err := s.secrets.Get(ctx, req.NamespacedName, sec); err != nil {
-		if apierrors.IsNotFound(err) {
-			s.digests.forget(req.NamespacedName)
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, err
+		// NotFound is no deletion: the transform may have recorded the
+		// Secret's creation before the cache's store holds it. Its entry
+		// goes when the informer tells it left (secretEvents).
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	value, changedAt, ok := s.digests.observe(req.NamespacedName, s.clk)
+	value, changedAt, ok := s.digests.observe(req.NamespacedName)
 	if !ok {
 		return ctrl.Result{}, fmt.Errorf("restart: Secret %s is cached but its digest was never recorded: the cache's transform must call SecretDigests.Record", req.NamespacedName)
 	}
@@ -192,13 +215,26 @@ func (s *secretReconciler) consumers(ctx context.Context, namespace, name string
 	return out, nil
 }
 
+// startedWithCurrent reports whether a workload created at created, never
+// restarted for a Secret, started with the Secret's current content: no
+// change was seen (changedAt zero), or the workload was created in a later
+// second than the change. Both are the API server's times, to the second;
+// in the same second either content may have started.
+func startedWithCurrent(created, changedAt time.Time) bool {
+	return changedAt.IsZero() || created.After(changedAt)
+}
+
 // restartForSecret makes c's pod template carry SecretAnnotationKey(secret)
 // = value, unless the template has no such annotation and no change was
-// seen since c was created (changedAt zero or not after its creation).
+// seen since c was created: changedAt zero, or in a later second than
+// c's creation. Both times are the API server's, to the second: a
+// workload created in the second of the change may have started with
+// either content, so it is restarted (one restart too many at worst,
+// never a pod left on the old content).
 func (r *Restarter) restartForSecret(ctx context.Context, c consumedBy, secret, value string, changedAt time.Time) (Result, error) {
 	res := Result{Workload: c.w, Key: SecretAnnotationKey(secret), Value: value}
 	baseline := func(current string) string {
-		if current == "" && (changedAt.IsZero() || !c.created.Before(changedAt)) {
+		if current == "" && startedWithCurrent(c.created, changedAt) {
 			return "its pods started with the Secret's current content"
 		}
 		return ""

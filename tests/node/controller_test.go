@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -87,7 +88,7 @@ func TestSecretSyncEnvFromOnTheNode(t *testing.T) {
 	// The value changes in the store; a trigger refreshes the SecretSync.
 	putControllerObject(t, n, ns+"/dsn", v2)
 	annotateSync(t, c, ns, "app-env", rotation.RefreshAnnotation, "change-1")
-	waitFor(t, "the Secret with the new value", func(ctx context.Context) (*corev1.Secret, error) {
+	changed := waitFor(t, "the Secret with the new value", func(ctx context.Context) (*corev1.Secret, error) {
 		s, err := n.Kube.CoreV1().Secrets(ns).Get(ctx, "app-env", metav1.GetOptions{})
 		if err != nil || string(s.Data["DSN"]) != v2 {
 			return nil, err
@@ -100,7 +101,13 @@ func TestSecretSyncEnvFromOnTheNode(t *testing.T) {
 		return err == nil && d.Spec.Template.Annotations[key] != "", err
 	})
 	if err != nil {
-		t.Fatalf("waiting for the rollout annotation on the pod template: %v\n%s", err, controllerRestartLog(t, n))
+		// Restart on change compares the two to the second.
+		var writes []string
+		for _, m := range changed.ManagedFields {
+			writes = append(writes, m.Manager+" "+m.Time.UTC().Format(time.RFC3339))
+		}
+		t.Fatalf("waiting for the rollout annotation on the pod template: %v (the Deployment created %s, the Secret's writes %v)\n%s",
+			err, first.CreationTimestamp.UTC().Format(time.RFC3339), writes, controllerRestartLog(t, n))
 	}
 	second := waitOnePod(t, n, ns, "app")
 	pods = deploymentPods(t, n, second)
