@@ -95,7 +95,7 @@ func (p patchAs) do(ctx context.Context, c kubernetes.Interface, ns string, dryR
 // a label, both at once — is denied by the policy; an administrator's
 // change of the image is admitted.
 func TestRestartAdmissionPolicy(t *testing.T) {
-	a := startAPI(t)
+	a := startOwnAPI(t) // own: it installs the component's ClusterRole and ValidatingAdmissionPolicy and asserts on them
 	ns := a.namespace(t)
 	d, rs := a.deployment(t, ns)
 	for _, obj := range []any{

@@ -20,9 +20,13 @@ import (
 // testHashKey keys the Secret digests of the tests' controllers.
 var testHashKey = []byte("0123456789abcdef0123456789abcdef")
 
-// startAPIWithCRDs starts a control plane with keymount's CRDs.
+// startAPIWithCRDs starts a control plane with keymount's CRDs for one
+// test.
 func startAPIWithCRDs(t *testing.T) *apps {
 	t.Helper()
+	// Own, not shared: its tests run the restart controller, which watches
+	// every namespace (another test's workloads and Secrets would reach it),
+	// or assert on the component's RBAC.
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	return &apps{env: env, admin: newAdmin(env)}
 }

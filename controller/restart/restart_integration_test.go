@@ -41,7 +41,18 @@ type apps struct {
 	admin kubernetes.Interface
 }
 
+// startAPI returns the package's shared control plane (k8senv.Shared): a
+// test using it works in namespaces of its own (namespace) and installs
+// nothing cluster-scoped.
 func startAPI(t *testing.T) *apps {
+	t.Helper()
+	env := k8senv.Shared(t, k8senv.Options{})
+	return &apps{env: env, admin: newAdmin(env)}
+}
+
+// startOwnAPI starts a control plane for one test, for a test that
+// installs cluster-scoped objects it asserts on.
+func startOwnAPI(t *testing.T) *apps {
 	t.Helper()
 	env := k8senv.Start(t, k8senv.Options{})
 	return &apps{env: env, admin: newAdmin(env)}
@@ -426,7 +437,7 @@ func TestRestartNothingToDo(t *testing.T) {
 // Warning event on the pod that name the component; with them (the
 // component's own ClusterRole, as shipped) it restarts.
 func TestRestartForbidden(t *testing.T) {
-	a := startAPI(t)
+	a := startOwnAPI(t) // own: it asserts on the RBAC of the component's ClusterRole, which it installs
 	ns := a.namespace(t)
 	d, rs := a.deployment(t, ns)
 	ref := controllerRef("ReplicaSet", rs.Name, rs)
