@@ -52,6 +52,7 @@ func (b *logBuffer) find(substrs ...string) string {
 // not synced, and logs the rule that is missing; once the rules are granted,
 // the caches sync.
 func TestStartWithoutRBACServesAndNamesTheRule(t *testing.T) {
+	// Own control plane: it binds a ClusterRole and asserts on what the identity may do.
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	logs := &logBuffer{}
 	// Kept for the rest of the process: the cluster's goroutines log until

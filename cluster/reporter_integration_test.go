@@ -71,6 +71,7 @@ func (v classVolume) statusName() string {
 // and the Secret a class syncs holds the content published during the
 // outage.
 func TestWritesSurviveAPIServerOutage(t *testing.T) {
+	// Own control plane: the test stops and starts the API server.
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	api := newAPIClient(t, env)
 	// kube-apiserver creates "default" in the background: do not race it.

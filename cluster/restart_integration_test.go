@@ -42,6 +42,7 @@ import (
 // controller; the nodes write no workload. The pod whose container mounts
 // the volume through subPath gets a Warning event from its node.
 func TestRestartOnChangeAcrossNodes(t *testing.T) {
+	// Own control plane: the package's other tests stop the API server or assert on RBAC, so nothing would share it.
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	cs := kubernetes.NewForConfigOrDie(restConfig(env))
 	api := newAPIClient(t, env)

@@ -17,6 +17,7 @@ import (
 // not without rules, not with read rules only, yes with the secret-sync
 // rules (upstream's syncSecret.enabled grants the same).
 func TestSyncSecretsAuto(t *testing.T) {
+	// Own control plane: it binds ClusterRoles and asserts on what they allow.
 	env := k8senv.Start(t, k8senv.Options{})
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	bind := func(user string, verbs ...string) {

@@ -25,6 +25,7 @@ const exampleNamespace = "default"
 // API server's own validation and defaulting accept them. Examples of other
 // projects' APIs (foreignGroups) are not applied.
 func TestExamplesApplyDryRun(t *testing.T) {
+	// Own control plane: the package's only one with keymount's CRDs (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	ctx := t.Context()
 	applier, err := env.NewApplier()

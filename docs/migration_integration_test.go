@@ -191,6 +191,7 @@ func TestMigrationGuide(t *testing.T) {
 	if len(switching) < 5 || len(rollback) < 2 {
 		t.Fatalf("found %d switching and %d rollback commands: is the parsing broken?", len(switching), len(rollback))
 	}
+	// Own control plane: the guide replaces the upstream CRDs with keymount's, cluster-scoped.
 	env := k8senv.Start(t, k8senv.Options{})
 	g := newGuideRunner(t, env)
 	ctx := t.Context()

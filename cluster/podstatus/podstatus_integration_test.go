@@ -42,6 +42,7 @@ const podStatusCRD = "secretproviderclasspodstatuses.secrets-store.csi.x-k8s.io"
 // request at all, and the owner reference lets the garbage collector
 // remove the status with its pod.
 func TestIntegrationAgainstAPIServer(t *testing.T) {
+	// Own control plane: it counts requests in the audit log.
 	env := k8senv.Start(t, k8senv.Options{
 		CRDDirectoryPaths: []string{"../../deploy/crds"},
 		AuditLog:          true,

@@ -44,6 +44,7 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
+	// Own control plane: the package's only one (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}, ControllerManager: true})
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

@@ -108,6 +108,7 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 // returns the environment, a clientset and a client with keymount's types.
 func startCluster(t testing.TB) (*k8senv.Env, kubernetes.Interface, client.Client) {
 	t.Helper()
+	// Own control plane: the controller binary watches every namespace (another test's SecretSyncs would reach it) in the fixed namespaces keymount-system and app.
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	scheme, err := kube.NewScheme()

@@ -29,6 +29,7 @@ var secretMirrors = schema.GroupVersionResource{Group: "mirrors.kts.studio", Ver
 // change reaches it, the status is Active, and deleting the SecretMirror
 // removes the copies (mirrors' default deletePolicy) before it goes.
 func TestBinarySecretMirrors(t *testing.T) {
+	// Own control plane: the controller binary watches every namespace, and the test's namespaces have fixed names.
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	dyn := dynamic.NewForConfigOrDie(env.Config)

@@ -42,6 +42,7 @@ const (
 // proves from the audit log that the CLI only ever read from it.
 func TestMountFromCluster(t *testing.T) {
 	requireRoot(t)
+	// Own control plane: it reads the audit log, which only its own requests may fill.
 	kube := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}, AuditLog: true})
 	admin := newAdminClient(t, kube.Config)
 	createDemoClass(t, admin)
@@ -128,6 +129,7 @@ func TestMountFromCluster(t *testing.T) {
 // SecretProviderClasses is told apart from a missing class.
 func TestMountFromClusterWithoutCRDs(t *testing.T) {
 	e := newEnv(t, demoClass)
+	// Own control plane: one without keymount's CRDs, which the package's other test installs.
 	kube := k8senv.Start(t, k8senv.Options{})
 	kubeconfig, _ := kube.KubeconfigFor(t, cliUser, []string{"system:masters"})
 	var out bytes.Buffer

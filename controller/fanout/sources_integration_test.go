@@ -78,6 +78,7 @@ func waitKeys(t *testing.T, inf toolscache.SharedIndexInformer, want []string) {
 // the store holds the marked ones only; marking, unmarking and deleting
 // move objects in and out.
 func TestSourceInformer(t *testing.T) {
+	// Own control plane: the informer lists every namespace's Secrets and the test asserts on exactly which it holds.
 	env := k8senv.Start(t, k8senv.Options{})
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	ctx := t.Context()
@@ -126,6 +127,7 @@ func TestSourceInformer(t *testing.T) {
 // source) after it synced over 10,000 and then 50,000 unrelated Secrets:
 // go test -tags integration -run XXX -bench SourceInformer -benchtime 1x.
 func BenchmarkSourceInformer(b *testing.B) {
+	// Own control plane: a benchmark measures against a control plane loaded by nothing else.
 	env := k8senv.Start(b, k8senv.Options{})
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	md := metadata.NewForConfigOrDie(env.Config)

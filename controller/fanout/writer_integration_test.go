@@ -64,6 +64,7 @@ func (e *writerEnv) count(t *testing.T, name string, labels map[string]string) f
 
 func startWriter(t *testing.T) *writerEnv {
 	t.Helper()
+	// Own control plane: the package's other test lists every namespace's Secrets and asserts on exactly which it holds.
 	env := k8senv.Start(t, k8senv.Options{})
 	c, err := client.New(env.Config, client.Options{})
 	if err != nil {

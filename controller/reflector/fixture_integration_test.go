@@ -64,6 +64,7 @@ func startFixture(t *testing.T) *fixture { t.Helper(); return startFixtureWith(t
 func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	t.Helper()
 	ctrl.SetLogger(klog.Background())
+	// Own control plane: the reflector fans out to every namespace its selectors match, and the tests assert on metric counts.
 	env := k8senv.Start(t, opts)
 	scheme, err := kube.NewScheme()
 	if err != nil {

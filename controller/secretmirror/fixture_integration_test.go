@@ -70,6 +70,7 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	t.Helper()
 	ctrl.SetLogger(klog.Background())
 	opts.CRDDirectoryPaths = []string{"../../deploy/crds"}
+	// Own control plane: the controller watches every namespace, mirrors select namespaces by name, and the tests assert on metric counts.
 	env := k8senv.Start(t, opts)
 	scheme, err := kube.NewScheme()
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 // Secret exists. The transport holds each replica after its GET until both
 // have read, so the race happens every round.
 func TestKeyCreationRace(t *testing.T) {
+	// Own control plane: the package's only one (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{})
 	admin := kubernetes.NewForConfigOrDie(env.Config)
 	ctx := t.Context()

@@ -25,6 +25,7 @@ import (
 // then authenticates for that audience; a deleted service account's tokens
 // are evicted.
 func TestTokenRequestAgainstAPIServer(t *testing.T) {
+	// Own control plane: the package's only one (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{})
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	ctx := t.Context()

@@ -28,6 +28,7 @@ import (
 // TestAgainstAPIServer runs the client, the cache and the event sink
 // against a real kube-apiserver with keymount's CRDs.
 func TestAgainstAPIServer(t *testing.T) {
+	// Own control plane: the package's only one (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	api, err := kube.NewAPI(env.Config)
 	if err != nil {

@@ -50,6 +50,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	// Own control plane: the package's one test that needs one (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{})
 	v := vaultenv.Start(t, vaultenv.Options{Kube: env, AWSEndpoint: motoserver.Start(t)})
 	cs, err := kubeclient.ForConfig(env.Config, 50, 100)

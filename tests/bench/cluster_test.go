@@ -67,6 +67,7 @@ func startClusterNode(b *testing.B, driverBin, providerBin string, pprof bool, e
 // startClusterNodeWith is startClusterNode with arguments for the provider.
 func startClusterNodeWith(b *testing.B, driverBin, providerBin string, pprof bool, providerArgs []string, extraArgs ...string) *clusterNode {
 	b.Helper()
+	// Own control plane: a benchmark measures against a control plane loaded by nothing else.
 	env := k8senv.Start(b, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	kubeconfig, cfg := env.KubeconfigFor(b, "keymount-bench", []string{"system:masters"})
 	kube, err := kubernetes.NewForConfig(cfg)

@@ -216,6 +216,7 @@ func runControllerBench(b *testing.B, bins controllerBinaries, sc ctrlScale, pro
 func startCtrlRun(b *testing.B, sc ctrlScale, provider string) *ctrlRun {
 	b.Helper()
 	r := &ctrlRun{sc: sc, provider: provider, dir: b.TempDir(), sockets: socketDir(b)}
+	// Own control plane: a benchmark measures against a control plane loaded by nothing else.
 	r.env = k8senv.Start(b, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	kubeconfig, cfg := r.env.KubeconfigFor(b, "keymount-bench-controller", []string{"system:masters"})
 	r.kubeconfig = kubeconfig

@@ -20,6 +20,7 @@ import (
 // v2, PKI, a renewable AWS lease, Kubernetes and JWT logins with a real
 // TokenRequest token, and the audit log counting them.
 func TestVault(t *testing.T) {
+	// Own control plane: the package's only test (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{})
 	v := vaultenv.Start(t, vaultenv.Options{Kube: env, AWSEndpoint: motoserver.Start(t)})
 

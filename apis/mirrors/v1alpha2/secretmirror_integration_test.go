@@ -38,6 +38,7 @@ var strict = metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
 // object in both versions unchanged, refuses what mirrors' enums and types
 // refuse, and stores the status through the status subresource only.
 func TestSecretMirrorCRD(t *testing.T) {
+	// Own control plane: the package's only one (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../../deploy/crds"}})
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mirrors"}}

@@ -40,6 +40,7 @@ type cluster struct {
 // unchanged; keymount's status extras are stored through the status
 // subresource.
 func TestSecretSyncCRD(t *testing.T) {
+	// Own control plane: the package's only one (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../../deploy/crds"}})
 	c := cluster{dyn: dynamic.NewForConfigOrDie(env.Config), kube: kubernetes.NewForConfigOrDie(env.Config)}
 

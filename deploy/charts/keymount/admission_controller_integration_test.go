@@ -88,6 +88,7 @@ func startGuardRails(t *testing.T, objs []*unstructured.Unstructured) *guardRail
 func startGuardRailsWith(t *testing.T, objs []*unstructured.Unstructured, started func(*k8senv.Env)) *guardRails {
 	t.Helper()
 	// kube-controller-manager's status controller type-checks the policies.
+	// Own control plane: each test applies the chart's admission policies and ClusterRoles (fixed names) rendered from values of its own, and asserts on them.
 	env := k8senv.Start(t, k8senv.Options{ControllerManager: true, Controllers: []string{"validatingadmissionpolicy-status-controller"}})
 	if started != nil {
 		started(env)

@@ -77,6 +77,7 @@ var controllerAccess = map[bool][]access{
 // the SecretSync of its name, its Lease, a token for the configured
 // audience, its syncHash key Secret) or are refused (deleting a Secret).
 func TestControllerOnAPIServer(t *testing.T) {
+	// Own control plane: it installs the chart's RBAC and admission policies (fixed names) and asserts on them.
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"crds"}, ControllerManager: true,
 		Controllers: []string{"validatingadmissionpolicy-status-controller"}})
 	ctx := t.Context()
@@ -178,6 +179,7 @@ func checkControllerRequests(ctx context.Context, t *testing.T, controller kuber
 // the Pod Security Standard "restricted" on a real API server (a
 // server-side dry run in a namespace enforcing it).
 func TestControllerPodRestricted(t *testing.T) {
+	// Own control plane: the namespace "restricted" has a fixed name, and helm's test (the package's other one with these options) changes cluster-scoped objects.
 	env := k8senv.Start(t, k8senv.Options{})
 	ctx := t.Context()
 	admin := kubernetes.NewForConfigOrDie(env.Config)

@@ -83,6 +83,7 @@ func chartCRDs(t *testing.T) []*unstructured.Unstructured {
 // strict field validation: the API server's validation, defaulting and
 // admission accept them all.
 func TestServerSideDryRun(t *testing.T) {
+	// Own control plane: the package's only one with just the chart's CRDs (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"crds"}})
 	ctx := t.Context()
 	cs := kubernetes.NewForConfigOrDie(env.Config)

@@ -32,6 +32,7 @@ import (
 // ServiceAccounts) and nothing of what the controller may (read Secrets,
 // request tokens).
 func TestSidecarIdentitiesOnAPIServer(t *testing.T) {
+	// Own control plane: it applies the chart's ClusterRoles and bindings and asserts on them; the package's only one with the token controller.
 	env := k8senv.Start(t, k8senv.Options{ServiceAccountTokenSecrets: true})
 	ctx := t.Context()
 	admin := kubernetes.NewForConfigOrDie(env.Config)

@@ -47,6 +47,7 @@ type cluster struct {
 func startCluster(t *testing.T, endpoint, region string) *cluster {
 	t.Helper()
 	ctrl.SetLogger(klog.Background())
+	// Own control plane: the package's only one (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../../../deploy/crds"}})
 	scheme, err := kube.NewScheme()
 	if err != nil {
