@@ -2,8 +2,6 @@ package metrics
 
 import (
 	"fmt"
-	"net"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -12,8 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
-
-	"github.com/keymount/keymount/provider/providerclient"
 )
 
 // newFound returns Metrics whose provider client found the sockets of
@@ -100,38 +96,5 @@ keymount_provider_healthy{provider="aws"} 1
 	}
 	if got := grpcCode(codes.Code(99)); got != "Internal" {
 		t.Errorf("grpc_code of code 99 = %q, want Internal", got)
-	}
-}
-
-// BenchmarkProviderLabel is what bounding the provider label adds to a
-// publish or a sync (one Label per call): the provider client's Found, a
-// lookup among the names whose sockets it found, behind the label table's
-// atomic pointer. A first publish takes about a millisecond
-// (BenchmarkNodePublishVolume).
-func BenchmarkProviderLabel(b *testing.B) {
-	dir := b.TempDir()
-	l, err := net.Listen("unix", filepath.Join(dir, "local.sock"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = l.Close() })
-	c, err := providerclient.New(providerclient.Config{Dirs: []string{dir}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Close() })
-	if _, err := c.SocketPath("local"); err != nil {
-		b.Fatal(err)
-	}
-	var p ProviderLabels
-	p.SetFound(c.Found)
-	for _, tc := range []struct{ name, want string }{{"local", "local"}, {"made-up", UnknownProvider}} {
-		b.Run("provider="+tc.name, func(b *testing.B) {
-			for b.Loop() {
-				if got := p.Label(tc.name); got != tc.want {
-					b.Fatalf("Label(%q) = %q, want %q", tc.name, got, tc.want)
-				}
-			}
-		})
 	}
 }
