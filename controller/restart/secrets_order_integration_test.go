@@ -171,10 +171,15 @@ func TestSecretRestartChangeBeforeFirstReconcile(t *testing.T) {
 	poll.UntilTrue(t, "the cache recorded v2", func() bool { return o.hasRecorded("v2") })
 	close(o.workloads) // now the reconciler's workers start
 
-	// The canary's round trip: every request queued before it is handled.
-	f.roundTrip(t)
+	// Waited for, not ordered by a canary: controller-runtime's priority
+	// queue hands the requests of a cache's initial list (this Secret's)
+	// out after later events (a canary's change).
 	key := restart.SecretAnnotationKey("db-creds")
-	if got := f.get(t, "app"); got.Spec.Template.Annotations[key] != value("v2") || got.Generation != app.Generation+1 {
+	err := poll.Wait(t.Context(), 90*time.Second, func(context.Context) (bool, error) {
+		return f.get(t, "app").Spec.Template.Annotations[key] == value("v2"), nil
+	})
+	f.roundTrip(t) // and nothing restarts it twice
+	if got := f.get(t, "app"); err != nil || got.Spec.Template.Annotations[key] != value("v2") || got.Generation != app.Generation+1 {
 		t.Errorf("the Deployment whose pods read v1: generation %d (was %d), template annotations %v; want restarted once for v2 (%s=%s)",
 			got.Generation, app.Generation, got.Spec.Template.Annotations, key, value("v2"))
 	}
@@ -226,8 +231,10 @@ func TestSecretRestartReconcileBeforeTheCacheHasIt(t *testing.T) {
 
 	f.setSecret(t, "db-creds", "v2")
 	poll.UntilTrue(t, "the cache recorded v2", func() bool { return o.hasRecorded("v2") })
-	f.roundTrip(t)
 	key := restart.SecretAnnotationKey("db-creds")
+	_ = poll.Wait(t.Context(), 90*time.Second, func(context.Context) (bool, error) {
+		return f.get(t, "app").Spec.Template.Annotations[key] == value("v2"), nil
+	})
 	if got := f.get(t, "app").Spec.Template.Annotations[key]; got != value("v2") {
 		t.Errorf("the Deployment whose pods read v1: template annotation %s=%q, want %q (restarted for v2)", key, got, value("v2"))
 	}
