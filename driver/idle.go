@@ -24,8 +24,7 @@ type idleRelease struct {
 	clock   clock.WithTicker
 	release func()
 
-	last    atomic.Int64 // unix nanoseconds of the last call
-	pending atomic.Bool  // a call came since the last release
+	last atomic.Int64 // unix nanoseconds of the last call, 0 before any
 }
 
 func newIdleRelease(after time.Duration, clk clock.WithTicker) *idleRelease {
@@ -35,7 +34,6 @@ func newIdleRelease(after time.Duration, clk clock.WithTicker) *idleRelease {
 // touch records a CSI call.
 func (r *idleRelease) touch() {
 	r.last.Store(r.clock.Now().UnixNano())
-	r.pending.Store(true)
 }
 
 // run releases memory once the driver has been idle for r.after after
@@ -46,14 +44,22 @@ func (r *idleRelease) run(ctx context.Context) {
 	}
 	t := r.clock.NewTicker(r.after / 2)
 	defer t.Stop()
+	// released is the time of the last release: a call after it is one
+	// to release for. One word (the last call's time) read after now, so
+	// a call recorded meanwhile is never measured against a late clock
+	// nor taken for one released already.
+	var released int64
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
 		}
-		idle := r.clock.Since(time.Unix(0, r.last.Load()))
-		if idle >= r.after && r.pending.CompareAndSwap(true, false) {
+		now := r.clock.Now()
+		last := r.last.Load()
+		idle := now.Sub(time.Unix(0, last))
+		if last > released && idle >= r.after {
+			released = now.UnixNano()
 			start := r.clock.Now()
 			r.release()
 			klog.V(4).InfoS("returned freed memory to the OS", "idle", idle, "took", r.clock.Since(start))
