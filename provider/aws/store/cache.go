@@ -175,9 +175,16 @@ func (c *cache) put(identity string, it item, v value) {
 	size := entrySize(key, v)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lru.Remove(key) // its old size leaves through the eviction callback
 	if size > c.maxBytes {
+		c.lru.Remove(key) // its old size leaves through the eviction callback
 		return
+	}
+	// Replaced in place (the LRU's Add of a cached key evicts nothing):
+	// readers do not take c.mu, and one between a Remove and an Add would
+	// find the item missing and call the store for it again.
+	if got, ok := c.lru.Get(key); ok {
+		old, _ := got.(value)
+		c.bytes.Add(-entrySize(key, old))
 	}
 	c.bytes.Add(size)
 	c.lru.Add(key, v)

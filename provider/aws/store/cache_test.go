@@ -105,3 +105,46 @@ func TestListableIndexFollowsEvictions(t *testing.T) {
 		t.Errorf("the index holds %d scopes, want 1 (role-c's)", len(c.listable))
 	}
 }
+
+// TestCachePutNeverHidesTheItem: a put of a cached item replaces its value
+// in place. Readers take no lock of the cache's own; a put that removed
+// the old entry before adding the new one left a moment where a reader
+// found the item missing and called the store for it again (a refresh of
+// 100 pods made two BatchGetSecretValue calls for one changed secret).
+// The byte count stays right and the item stays in the listable index.
+func TestCachePutNeverHidesTheItem(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	c := newCache(100, 1<<20, time.Minute, clk)
+	it := item{typ: spec.SecretsManager, region: "us-east-1", name: "db"}
+	val := func(i int) value { return value{data: []byte(strings.Repeat("x", 10+i%7)), version: fmt.Sprint(i)} }
+	c.put("role", it, val(0))
+
+	const puts = 20000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= puts; i++ {
+			c.put("role", it, val(i))
+		}
+	}()
+	misses := 0
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		if _, ok := c.peek("role", it); !ok {
+			misses++
+		}
+	}
+	if misses > 0 {
+		t.Errorf("a reader found the item missing %d times while it was being replaced", misses)
+	}
+	if got, want := c.bytes.Load(), entrySize(cacheKey{identity: "role", item: it}, val(puts)); got != want {
+		t.Errorf("%d bytes counted after the replacements, want %d (one entry)", got, want)
+	}
+	if listed := c.listed("role", "us-east-1"); !slices.Equal(listed, []item{it}) {
+		t.Errorf("listable index %v, want only %v", listed, it)
+	}
+}
