@@ -99,7 +99,7 @@ block=$(mktemp)
 		echo "| cold (empty caches) | $(minsec "${took[cold-demo]}") | $(minsec "${took[cold-test]}") | $(phases cold-test) |"
 	else
 		# --warm keeps the cold row README has, from its own run.
-		grep '^| cold' "$root/README.md" || true
+		grep '^| cold (empty caches) |' "$root/README.md" || true
 	fi
 	echo "| warm | $(minsec "${took[warm-demo]}") | $(minsec "${took[warm-test]}") | $(phases warm-test) |"
 	echo "<!-- test-timings: end -->"
