@@ -66,6 +66,12 @@ func startControllerSharing(t *testing.T, cfg *rest.Config, opts restart.Options
 	if err := restart.SetupWithManager(t.Context(), mgr, opts); err != nil {
 		t.Fatalf("SetupWithManager: %v", err)
 	}
+	runManager(t, mgr)
+}
+
+// runManager starts mgr until the test ends, then checks it stopped cleanly.
+func runManager(t *testing.T, mgr ctrl.Manager) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -129,15 +129,7 @@ func (o *orderedController) start(t *testing.T, cfg *rest.Config) {
 	if err := restart.SetupWithManager(t.Context(), mgr, opts); err != nil {
 		t.Fatalf("SetupWithManager: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("the manager: %v", err)
-		}
-	})
+	runManager(t, mgr)
 }
 
 // afterSecond waits for the second after tm (what names it): changes
