@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -52,19 +53,20 @@ func (b *logBuffer) find(substrs ...string) string {
 // not synced, and logs the rule that is missing; once the rules are granted,
 // the caches sync.
 func TestStartWithoutRBACServesAndNamesTheRule(t *testing.T) {
-	// Own control plane: it binds a ClusterRole and asserts on what the identity may do.
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
+	// The package's shared control plane: the identity, the ClusterRole and its binding have
+	// names of this run's own, and no test of the package grants anything to a group.
+	env := k8senv.Shared(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	logs := &logBuffer{}
 	// Kept for the rest of the process: the cluster's goroutines log until
 	// they notice their context ended, and klog's logger is not safe to swap
 	// under them.
 	klog.SetLogger(funcr.New(logs.add, funcr.Options{}))
 
-	const user = "system:serviceaccount:kube-system:keymount"
+	user := "system:serviceaccount:kube-system:keymount-" + rand.String(5)
 	_, cfg := env.KubeconfigFor(t, user, []string{"system:serviceaccounts"})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	cl, err := cluster.Start(ctx, cluster.Config{Rest: cfg, Node: "node-a", DriverName: "secrets-store.csi.k8s.io",
+	cl, err := cluster.Start(ctx, cluster.Config{Rest: cfg, Node: "node-rbac", DriverName: "secrets-store.csi.k8s.io",
 		DiagnoseAfter: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("Start without RBAC: %v (it must not wait for the caches)", err)
@@ -89,18 +91,19 @@ func grant(t *testing.T, env *k8senv.Env, user string) {
 	t.Helper()
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "keymount-test"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "keymount-test-"},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"secrets-store.csi.x-k8s.io"}, Resources: []string{"secretproviderclasses", "secretproviderclasspodstatuses"},
 				Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		},
 	}
-	if _, err := cs.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+	role, err := cs.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "keymount-test"},
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 	}

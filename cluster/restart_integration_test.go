@@ -42,8 +42,9 @@ import (
 // controller; the nodes write no workload. The pod whose container mounts
 // the volume through subPath gets a Warning event from its node.
 func TestRestartOnChangeAcrossNodes(t *testing.T) {
-	// Own control plane: the package's other tests stop the API server or assert on RBAC, so nothing would share it.
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
+	// The package's shared control plane: its objects are in a namespace of its own, its nodes'
+	// cluster sides and the restart controller stop with the test, and only it creates workloads.
+	env := k8senv.Shared(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	cs := kubernetes.NewForConfigOrDie(restConfig(env))
 	api := newAPIClient(t, env)
 	ns, err := cs.CoreV1().Namespaces().Create(t.Context(),

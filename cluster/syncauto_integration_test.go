@@ -7,6 +7,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/keymount/keymount/tests/k8senv"
@@ -17,9 +18,11 @@ import (
 // not without rules, not with read rules only, yes with the secret-sync
 // rules (upstream's syncSecret.enabled grants the same).
 func TestSyncSecretsAuto(t *testing.T) {
-	// Own control plane: it binds ClusterRoles and asserts on what they allow.
-	env := k8senv.Start(t, k8senv.Options{})
+	// The package's shared control plane: the users, the ClusterRoles and their bindings have
+	// names of this run's own, and no test of the package grants anything to a group.
+	env := k8senv.Shared(t, k8senv.Options{CRDDirectoryPaths: []string{"../deploy/crds"}})
 	cs := kubernetes.NewForConfigOrDie(env.Config)
+	run := rand.String(5)
 	bind := func(user string, verbs ...string) {
 		t.Helper()
 		role := &rbacv1.ClusterRole{
@@ -38,15 +41,15 @@ func TestSyncSecretsAuto(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bind("reader", "get", "list", "watch")
-	bind("syncer", "get", "list", "watch", "create", "patch", "delete")
+	bind("reader-"+run, "get", "list", "watch")
+	bind("syncer-"+run, "get", "list", "watch", "create", "patch", "delete")
 	for _, tc := range []struct {
 		user     string
 		wantSync bool
 	}{
-		{"nobody", false},
-		{"reader", false},
-		{"syncer", true},
+		{"nobody-" + run, false},
+		{"reader-" + run, false},
+		{"syncer-" + run, true},
 	} {
 		_, rc := env.KubeconfigFor(t, tc.user, nil)
 		cfg := Config{Rest: rc, SyncSecretsAuto: true}
