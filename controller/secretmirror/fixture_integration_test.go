@@ -5,6 +5,7 @@ package secretmirror_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,7 +37,15 @@ import (
 // fixture is a real API server with keymount's CRDs and the SecretMirror
 // reconciler running against it, with the manager's cache as
 // keymount-controller configures it.
+//
+// On the package's shared control plane the tests' namespaces are named
+// apart: the helpers take the names a test gives and prefix them with the
+// fixture's run (ns), and prefix the regexes of destinations (re), so
+// neither another test's SecretMirrors nor an earlier run's (-count) reach
+// them.
 type fixture struct {
+	// run prefixes the namespaces; empty on a control plane of the test's own.
+	run string
 	cfg *k8senv.Env
 	c   client.Client // uncached
 	cs  kubernetes.Interface
@@ -63,15 +73,47 @@ func (f *fixture) waitMetric(t *testing.T, name string, labels map[string]string
 	})
 }
 
-func startFixture(t *testing.T) *fixture { t.Helper(); return startFixtureWith(t, k8senv.Options{}) }
+// crds are keymount's CustomResourceDefinitions.
+var crds = []string{"../../deploy/crds"}
 
-// startFixtureWith starts the control plane with opts and keymount's CRDs.
-func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
+// startFixture runs the reconciler against the package's shared control
+// plane (k8senv.Shared), with kube-controller-manager's garbage collector
+// and namespace controller, so namespaces are deleted as in a cluster. The
+// tests run one after the other and each one's manager stops with it: the
+// SecretMirrors an earlier test left are reconciled by the next one's, and
+// their destinations match none of its namespaces (run).
+func startFixture(t *testing.T) *fixture {
+	t.Helper()
+	env := k8senv.Shared(t, k8senv.Options{CRDDirectoryPaths: crds, ControllerManager: true, Controllers: []string{"namespace-controller"}})
+	return newFixture(t, env, rand.String(5)+"-")
+}
+
+// startOwnFixture runs the reconciler against a control plane of the
+// test's own, whose namespaces keep the names the test gives.
+func startOwnFixture(t *testing.T) *fixture {
+	t.Helper()
+	// Own control plane: vaultenv binds its token reviewer's ClusterRoleBinding (a fixed name) for Vault's Kubernetes auth.
+	return newFixture(t, k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: crds}), "")
+}
+
+// ns is the namespace the test calls name.
+func (f *fixture) ns(name string) string { return f.run + name }
+
+// re is regex, a destination regex of the test's namespace names, for the
+// names ns gives: anchored at their start.
+func (f *fixture) re(regex string) string {
+	if f.run == "" {
+		return regex
+	}
+	if rest, ok := strings.CutPrefix(regex, "^"); ok {
+		return "^" + regexp.QuoteMeta(f.run) + rest
+	}
+	return "^" + regexp.QuoteMeta(f.run) + ".*" + regex
+}
+
+func newFixture(t *testing.T, env *k8senv.Env, run string) *fixture {
 	t.Helper()
 	ctrl.SetLogger(klog.Background())
-	opts.CRDDirectoryPaths = []string{"../../deploy/crds"}
-	// Own control plane: the controller watches every namespace, mirrors select namespaces by name, and the tests assert on metric counts.
-	env := k8senv.Start(t, opts)
 	scheme, err := kube.NewScheme()
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +121,7 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 	if err := mirrorsv1alpha2.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{cfg: env, cs: kubernetes.NewForConfigOrDie(env.Config)}
+	f := &fixture{run: run, cfg: env, cs: kubernetes.NewForConfigOrDie(env.Config)}
 	if f.c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +158,7 @@ func startFixtureWith(t *testing.T, opts k8senv.Options) *fixture {
 func (f *fixture) namespace(t *testing.T, names ...string) {
 	t.Helper()
 	for _, name := range names {
-		if err := f.c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		if err := f.c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns(name)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,7 +168,7 @@ func (f *fixture) namespace(t *testing.T, names ...string) {
 func (f *fixture) source(t *testing.T, ns, name, v string) *corev1.Secret {
 	t.Helper()
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"team": "a"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns(ns), Name: name, Labels: map[string]string{"team": "a"},
 			Annotations: map[string]string{"note": "kept", "reflector.v1.k8s.emberstack.com/reflection-allowed": "true"}},
 		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"k": []byte(v)},
 	}
@@ -140,11 +182,15 @@ func (f *fixture) source(t *testing.T, ns, name, v string) *corev1.Secret {
 // regexes.
 func (f *fixture) mirror(t *testing.T, ns, name, source string, policy mirrorsv1alpha2.DeletePolicy, regexes ...string) *mirrorsv1alpha2.SecretMirror {
 	t.Helper()
+	dest := make([]string, len(regexes))
+	for i, r := range regexes {
+		dest[i] = f.re(r)
+	}
 	m := &mirrorsv1alpha2.SecretMirror{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns(ns), Name: name},
 		Spec: mirrorsv1alpha2.SecretMirrorSpec{
 			Source:            mirrorsv1alpha2.SecretMirrorSource{Name: source},
-			Destination:       mirrorsv1alpha2.SecretMirrorDestination{Namespaces: regexes},
+			Destination:       mirrorsv1alpha2.SecretMirrorDestination{Namespaces: dest},
 			DeletePolicy:      policy,
 			PollPeriodSeconds: 3600, // nothing below may rely on the poll
 		},
@@ -158,7 +204,7 @@ func (f *fixture) mirror(t *testing.T, ns, name, source string, policy mirrorsv1
 // secret reads ns/name; nil when it does not exist.
 func (f *fixture) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
-	err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+	err := f.c.Get(ctx, types.NamespacedName{Namespace: f.ns(ns), Name: name}, s)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -192,7 +238,7 @@ func (f *fixture) status(t *testing.T, ns, name string, want mirrorsv1alpha2.Mir
 	t.Helper()
 	m := &mirrorsv1alpha2.SecretMirror{}
 	err := poll.Wait(t.Context(), poll.Deadline, func(ctx context.Context) (bool, error) {
-		if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m); err != nil {
+		if err := f.c.Get(ctx, types.NamespacedName{Namespace: f.ns(ns), Name: name}, m); err != nil {
 			return false, err
 		}
 		return m.Status.MirrorStatus == want && m.Status.ObservedGeneration == m.Generation &&
@@ -210,7 +256,7 @@ func (f *fixture) status(t *testing.T, ns, name string, want mirrorsv1alpha2.Mir
 func (f *fixture) event(t *testing.T, ns, name, reason, note string) {
 	t.Helper()
 	poll.Until(t, "event "+reason+" on "+ns+"/"+name, func(ctx context.Context) (bool, error) {
-		list, err := f.cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		list, err := f.cs.EventsV1().Events(f.ns(ns)).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}

@@ -54,7 +54,7 @@ func (f *fixture) testFanOut(t *testing.T) {
 			t.Errorf("%s: type %q labels %v annotations %v: want the source's", ns, c.Type, c.Labels, c.Annotations)
 		}
 		wantMarks := map[string]string{
-			secretmirror.AnnotationOwnedBy: "fan-src/tls-mirror", fanout.AnnotationOwner: "fan-src/tls-mirror",
+			secretmirror.AnnotationOwnedBy: f.ns("fan-src") + "/tls-mirror", fanout.AnnotationOwner: f.ns("fan-src") + "/tls-mirror",
 			secretmirror.AnnotationSourceType: "secret",
 		}
 		for k, v := range wantMarks {
@@ -130,7 +130,7 @@ func (f *fixture) testNotOwned(t *testing.T) {
 	f.namespace(t, "own-src", "own-1", "own-2", "own-3")
 	var theirs []*corev1.Secret
 	for _, ns := range []string{"own-2", "own-3"} {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Data: map[string][]byte{"k": []byte("theirs")}}
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns(ns), Name: "db"}, Data: map[string][]byte{"k": []byte("theirs")}}
 		if err := f.c.Create(t.Context(), s); err != nil {
 			t.Fatal(err)
 		}
@@ -139,10 +139,10 @@ func (f *fixture) testNotOwned(t *testing.T) {
 	f.source(t, "own-src", "db", "ours")
 	f.mirror(t, "own-src", "db", "db", "", "^own-[0-9]$")
 	f.copyHolds(t, "own-1", "db", "ours")
-	f.status(t, "own-src", "db", mirrorsv1alpha2.MirrorStatusError, "own-2, own-3")
+	f.status(t, "own-src", "db", mirrorsv1alpha2.MirrorStatusError, f.ns("own-2")+", "+f.ns("own-3"))
 	f.event(t, "own-src", "db", fanout.ReasonCopyConflict, "own-2")
-	for _, s := range theirs {
-		got, err := f.secret(t.Context(), s.Namespace, "db")
+	for i, s := range theirs {
+		got, err := f.secret(t.Context(), []string{"own-2", "own-3"}[i], "db")
 		if err != nil || got == nil || string(got.Data["k"]) != "theirs" || got.ResourceVersion != s.ResourceVersion {
 			t.Fatalf("%s/db = %v (err %v): want it untouched", s.Namespace, got, err)
 		}
@@ -152,10 +152,10 @@ func (f *fixture) testNotOwned(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.copyHolds(t, "own-3", "db", "ours")
-	f.status(t, "own-src", "db", mirrorsv1alpha2.MirrorStatusError, "namespaces own-2 and")
+	f.status(t, "own-src", "db", mirrorsv1alpha2.MirrorStatusError, "namespaces "+f.ns("own-2")+" and")
 
 	// Deleting the SecretMirror (deletePolicy delete) leaves theirs.
-	if err := f.c.Delete(t.Context(), &mirrorsv1alpha2.SecretMirror{ObjectMeta: metav1.ObjectMeta{Namespace: "own-src", Name: "db"}}); err != nil {
+	if err := f.c.Delete(t.Context(), &mirrorsv1alpha2.SecretMirror{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns("own-src"), Name: "db"}}); err != nil {
 		t.Fatal(err)
 	}
 	f.gone(t, "own-1", "db")
@@ -168,11 +168,11 @@ func (f *fixture) testNotOwned(t *testing.T) {
 // mirrorGone waits until the SecretMirror is deleted (its finalizer done).
 func (f *fixture) mirrorGone(t *testing.T, ns, name string) {
 	t.Helper()
-	if err := f.c.Delete(t.Context(), &mirrorsv1alpha2.SecretMirror{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+	if err := f.c.Delete(t.Context(), &mirrorsv1alpha2.SecretMirror{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns(ns), Name: name}}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "SecretMirror "+ns+"/"+name+" deleted", func(ctx context.Context) (bool, error) {
-		err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &mirrorsv1alpha2.SecretMirror{})
+		err := f.c.Get(ctx, types.NamespacedName{Namespace: f.ns(ns), Name: name}, &mirrorsv1alpha2.SecretMirror{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 }
@@ -215,7 +215,7 @@ func (f *fixture) testNoLongerMatching(t *testing.T) {
 	// A merge patch, as kubectl patch sends: an Update of the object read
 	// here may race the controller's status write (a conflict).
 	patch := client.MergeFrom(m.DeepCopy())
-	m.Spec.Destination.Namespaces = []string{"^nlm-b$"}
+	m.Spec.Destination.Namespaces = []string{f.re("^nlm-b$")}
 	if err := f.c.Patch(t.Context(), m, patch); err != nil {
 		t.Fatal(err)
 	}
@@ -256,17 +256,17 @@ func (f *fixture) testVault(t *testing.T) {
 	vault := &mirrorsv1alpha2.VaultSpec{Addr: "https://vault.example.com", Path: "/secret/data/myteam/mysecret",
 		Auth: &mirrorsv1alpha2.VaultAuth{AppRole: &mirrorsv1alpha2.VaultAppRoleAuth{SecretRef: &corev1.SecretReference{Name: "vault-approle"}}}}
 	to := &mirrorsv1alpha2.SecretMirror{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "vault-src", Name: "to-vault"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns("vault-src"), Name: "to-vault"},
 		Spec: mirrorsv1alpha2.SecretMirrorSpec{
 			Source:      mirrorsv1alpha2.SecretMirrorSource{Name: "mysecret"},
 			Destination: mirrorsv1alpha2.SecretMirrorDestination{Type: mirrorsv1alpha2.DestinationTypeVault, Vault: vault},
 		},
 	}
 	from := &mirrorsv1alpha2.SecretMirror{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "vault-src", Name: "from-vault"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns("vault-src"), Name: "from-vault"},
 		Spec: mirrorsv1alpha2.SecretMirrorSpec{
 			Source:      mirrorsv1alpha2.SecretMirrorSource{Name: "mysecret2", Type: mirrorsv1alpha2.SourceTypeVault, Vault: vault},
-			Destination: mirrorsv1alpha2.SecretMirrorDestination{Namespaces: []string{`vault-dst-\d+`}},
+			Destination: mirrorsv1alpha2.SecretMirrorDestination{Namespaces: []string{f.re(`vault-dst-\d+`)}},
 		},
 	}
 	for _, m := range []*mirrorsv1alpha2.SecretMirror{to, from} {
@@ -274,11 +274,11 @@ func (f *fixture) testVault(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f.status(t, to.Namespace, to.Name, mirrorsv1alpha2.MirrorStatusError, "does not write to Vault")
-	f.event(t, to.Namespace, to.Name, secretmirror.EventMirrorVaultError, "keymount does not write to Vault")
-	const missing = "spec.source.vault.auth.approle.secretRef: Secret vault-src/vault-approle not found"
-	f.status(t, from.Namespace, from.Name, mirrorsv1alpha2.MirrorStatusError, missing)
-	f.event(t, from.Namespace, from.Name, secretmirror.EventMirrorVaultError, missing)
+	f.status(t, "vault-src", to.Name, mirrorsv1alpha2.MirrorStatusError, "does not write to Vault")
+	f.event(t, "vault-src", to.Name, secretmirror.EventMirrorVaultError, "keymount does not write to Vault")
+	missing := "spec.source.vault.auth.approle.secretRef: Secret " + f.ns("vault-src") + "/vault-approle not found"
+	f.status(t, "vault-src", from.Name, mirrorsv1alpha2.MirrorStatusError, missing)
+	f.event(t, "vault-src", from.Name, secretmirror.EventMirrorVaultError, missing)
 	if s, err := f.secret(t.Context(), "vault-dst-1", "mysecret2"); err != nil || s != nil {
 		t.Fatalf("vault-dst-1/mysecret2 = %v (err %v): a Vault source that cannot be read writes nothing", s, err)
 	}
@@ -293,9 +293,9 @@ func (f *fixture) testV1alpha1(t *testing.T) {
 	f.source(t, "v1-src", "old", "v")
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "mirrors.kts.studio/v1alpha1", "kind": "SecretMirror",
-		"metadata": map[string]any{"namespace": "v1-src", "name": "old"},
+		"metadata": map[string]any{"namespace": f.ns("v1-src"), "name": "old"},
 		"spec": map[string]any{
-			"source": map[string]any{"name": "old"}, "destination": map[string]any{"namespaceRegex": `v1-dst-\d+`},
+			"source": map[string]any{"name": "old"}, "destination": map[string]any{"namespaceRegex": f.re(`v1-dst-\d+`)},
 			"pollPeriodSeconds": int64(3600),
 		},
 	}}
@@ -311,8 +311,8 @@ func (f *fixture) testV1alpha1(t *testing.T) {
 // switches from mirrors to keymount in place.
 func (f *fixture) testAdoptsMirrorsCopy(t *testing.T) {
 	f.namespace(t, "adopt-src", "adopt-1")
-	byMirrors := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "adopt-1", Name: "s",
-		Annotations: map[string]string{secretmirror.AnnotationOwnedBy: "adopt-src/s"}}, Data: map[string][]byte{"k": []byte("old")}}
+	byMirrors := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns("adopt-1"), Name: "s",
+		Annotations: map[string]string{secretmirror.AnnotationOwnedBy: f.ns("adopt-src") + "/s"}}, Data: map[string][]byte{"k": []byte("old")}}
 	if err := f.c.Create(t.Context(), byMirrors); err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func (f *fixture) testTwoMirrors(t *testing.T) {
 	f.event(t, "two-src", "second", fanout.ReasonCopyConflict, "two-src/first")
 	f.status(t, "two-src", "first", mirrorsv1alpha2.MirrorStatusActive, "")
 	got, err := f.secret(t.Context(), "two-1", "s")
-	if err != nil || got == nil || got.Annotations[fanout.AnnotationOwner] != "two-src/first" || got.ResourceVersion != c.ResourceVersion {
+	if err != nil || got == nil || got.Annotations[fanout.AnnotationOwner] != f.ns("two-src")+"/first" || got.ResourceVersion != c.ResourceVersion {
 		t.Fatalf("two-1/s = %v (err %v): want the first's copy untouched", got, err)
 	}
 }

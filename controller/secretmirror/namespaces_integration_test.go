@@ -13,7 +13,6 @@ import (
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
 	"github.com/keymount/keymount/controller/secretmirror"
-	"github.com/keymount/keymount/tests/k8senv"
 )
 
 // TestSecretMirrorNamespaceLifecycle runs kube-controller-manager's
@@ -23,7 +22,7 @@ import (
 // SecretMirror's own namespace deleted (the mirror with its finalizer, the
 // source with it) removes every copy and the namespace finishes.
 func TestSecretMirrorNamespaceLifecycle(t *testing.T) {
-	f := startFixtureWith(t, k8senv.Options{ControllerManager: true, Controllers: []string{"namespace-controller"}})
+	f := startFixture(t)
 	f.namespace(t, "mlife-src", "mlife-1", "mlife-2")
 	f.source(t, "mlife-src", "pull", "v1")
 	f.mirror(t, "mlife-src", "pull", "pull", mirrorsv1alpha2.DeletePolicyDelete, "^mlife-[0-9]$")
@@ -55,11 +54,11 @@ func TestSecretMirrorNamespaceLifecycle(t *testing.T) {
 // controller has removed it.
 func (f *fixture) deleteNamespace(t *testing.T, name string) {
 	t.Helper()
-	if err := f.cs.CoreV1().Namespaces().Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+	if err := f.cs.CoreV1().Namespaces().Delete(t.Context(), f.ns(name), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "namespace "+name+" removed by the namespace controller", func(ctx context.Context) (bool, error) {
-		_, err := f.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		_, err := f.cs.CoreV1().Namespaces().Get(ctx, f.ns(name), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
@@ -70,7 +69,7 @@ func (f *fixture) deleteNamespace(t *testing.T, name string) {
 // noEvent fails the test if any event in ns has reason.
 func (f *fixture) noEvent(t *testing.T, ns, reason string) {
 	t.Helper()
-	l, err := f.cs.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+	l, err := f.cs.EventsV1().Events(f.ns(ns)).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 // real Vault (tests/vaultenv: KV version 2 at secret/, Kubernetes auth
 // against the test API server) and a real API server.
 func TestSecretMirrorVault(t *testing.T) {
-	f := startFixture(t)
+	f := startOwnFixture(t)
 	v := vaultenv.Start(t, vaultenv.Options{Kube: f.cfg})
 	v.Policy(t, "mirror-read", `
 path "secret/data/team/*" { capabilities = ["read"] }
