@@ -177,15 +177,16 @@ func checkControllerRequests(ctx context.Context, t *testing.T, controller kuber
 // TestControllerPodRestricted: keymount-controller's pod, with keymount's
 // providers as sidecars (the local provider's files from a Secret), passes
 // the Pod Security Standard "restricted" on a real API server (a
-// server-side dry run in a namespace enforcing it).
+// server-side dry run in a namespace of its own enforcing it, on the shared
+// control plane: the CRDs installed there change nothing for a pod).
 func TestControllerPodRestricted(t *testing.T) {
-	// Own control plane: the namespace "restricted" has a fixed name, and helm's test (the package's other one with these options) changes cluster-scoped objects.
-	env := k8senv.Start(t, k8senv.Options{})
+	env := sharedWithCRDs(t)
 	ctx := t.Context()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Labels: map[string]string{
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "restricted-", Labels: map[string]string{
 		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+	ns, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	d, _ := render(t, allFeatures).controller(t)
@@ -193,7 +194,7 @@ func TestControllerPodRestricted(t *testing.T) {
 		t.Fatalf("%d containers, want the controller and its three providers (local, aws, vault)", n)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "keymount-controller", Namespace: ns.Name}, Spec: d.Spec.Template.Spec}
-	_, err := admin.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	_, err = admin.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		t.Errorf("the controller's pod in a restricted namespace: %v", err)
 	}

@@ -77,14 +77,22 @@ func chartCRDs(t *testing.T) []*unstructured.Unstructured {
 	return crds
 }
 
+// sharedWithCRDs is the package's shared control plane with the chart's
+// CRDs installed. Its tests store nothing cluster-scoped but namespaces of
+// their own (TestServerSideDryRun's objects are dry runs; it creates the
+// release namespace if missing) and assert on nothing another test creates.
+func sharedWithCRDs(t *testing.T) *k8senv.Env {
+	t.Helper()
+	return k8senv.Shared(t, k8senv.Options{CRDDirectoryPaths: []string{"crds"}})
+}
+
 // TestServerSideDryRun applies everything the chart installs (its CRDs and
 // every rendered object) with each values file to a real kube-apiserver
 // with the chart's CRDs installed, with server-side apply, dry run and
 // strict field validation: the API server's validation, defaulting and
 // admission accept them all.
 func TestServerSideDryRun(t *testing.T) {
-	// Own control plane: the package's only one with just the chart's CRDs (Shared would save nothing).
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"crds"}})
+	env := sharedWithCRDs(t)
 	ctx := t.Context()
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	ensureNamespace(ctx, t, cs)

@@ -52,7 +52,7 @@ func applyKustomize(ctx context.Context, t *testing.T, a *applier, components ..
 // an uninstall removes everything but the CRDs (SecretProviderClasses
 // survive it). A fresh install with upstream's values follows.
 func TestHelmAdoptsUpgradesUninstalls(t *testing.T) {
-	// Own control plane: helm installs, upgrades and uninstalls the chart's cluster-scoped objects (CRDs, ClusterRoles), which the test asserts on.
+	// Own control plane: helm installs, upgrades and uninstalls the chart's cluster-scoped objects (CRDs, ClusterRoles, the CSIDriver with its immutable spec) and asserts on them.
 	env := k8senv.Start(t, k8senv.Options{})
 	ctx := t.Context()
 	client := kubernetes.NewForConfigOrDie(env.Config)
