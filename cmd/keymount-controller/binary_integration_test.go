@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -37,7 +38,7 @@ import (
 // creates a SecretSync's Secret, counts it in /metrics, and on SIGTERM
 // exits 0 and releases the Lease.
 func TestBinaryAgainstAPIServer(t *testing.T) {
-	env, cs, c := startCluster(t)
+	env, cs, c, ns := startSharedCluster(t)
 	ctx := t.Context()
 	sockDir := serveLocalStore(t)
 
@@ -47,7 +48,7 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 		"--kubeconfig=" + kubeconfig, "--leader-elect", "--provider-volume=" + sockDir,
 		"--token-request-audience=aud-one,aud-two", "--rotation-poll-interval=0s",
 		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=" + probeAddr,
-	}, syncrequest.EnvPodNamespace+"=keymount-system", syncrequest.EnvPodName+"=keymount-controller-0")
+	}, syncrequest.EnvPodNamespace+"="+ns.system, syncrequest.EnvPodName+"=keymount-controller-0")
 
 	for _, path := range []string{"/healthz", "/readyz"} {
 		poll.Until(t, "GET "+path, func(ctx context.Context) (bool, error) {
@@ -55,7 +56,7 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 			return code == http.StatusOK, nil
 		})
 	}
-	lease := types.NamespacedName{Namespace: "keymount-system", Name: leaderElectionID}
+	lease := types.NamespacedName{Namespace: ns.system, Name: leaderElectionID}
 	poll.Until(t, "the Lease held", func(ctx context.Context) (bool, error) {
 		l, err := cs.CoordinationV1().Leases(lease.Namespace).Get(ctx, lease.Name, metav1.GetOptions{})
 		if err != nil {
@@ -65,17 +66,17 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 	})
 
 	class := &secretsstorev1.SecretProviderClass{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "store"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.app, Name: "store"},
 		Spec:       secretsstorev1.SecretProviderClassSpec{Provider: "local", Parameters: map[string]string{"objects": "- objectName: password\n"}},
 	}
 	ss := &ss1.SecretSync{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.app, Name: "db"},
 		Spec: ss1.SecretSyncSpec{SecretProviderClassName: "store", ServiceAccountName: "app", SecretObject: ss1.SecretObject{
 			Type: "Opaque", Data: []ss1.SecretObjectData{{SourcePath: "password", TargetKey: "password"}},
 		}},
 	}
 	create(t, c, class, ss)
-	poll.Until(t, "the Secret", secretHolds(c, "password", "from-the-store"))
+	poll.Until(t, "the Secret", secretHolds(c, ns.app, "password", "from-the-store"))
 	poll.Until(t, "the sync counted in /metrics", func(ctx context.Context) (bool, error) {
 		code, body := get(ctx, "http://"+metricsAddr+"/metrics")
 		return code == http.StatusOK && strings.Contains(body, `keymount_controller_syncs_total{result="created"} 1`) &&
@@ -86,6 +87,16 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 			strings.Contains(body, "keymount_controller_sync_stale_seconds 0") &&
 			!strings.Contains(body, "keymount_controller_sync_last_success_timestamp_seconds 0\n") &&
 			strings.Contains(body, "keymount_controller_sync_last_success_timestamp_seconds "), nil
+	})
+
+	// Deleted while the binary runs, the SecretSync leaves nothing a later
+	// test's binary on the shared control plane would sync.
+	if err := c.Delete(ctx, ss); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the SecretSync deleted", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(ss), &ss1.SecretSync{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 
 	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
@@ -103,14 +114,39 @@ func TestBinaryAgainstAPIServer(t *testing.T) {
 	}
 }
 
+// crds are keymount's CustomResourceDefinitions.
+var crds = []string{"../../deploy/crds"}
+
 // startCluster starts an API server with keymount's CRDs, the
-// controller's namespace and "app" with the service account "app"; it
-// returns the environment, a clientset and a client with keymount's types.
+// controller's namespace keymount-system and "app" with the service account
+// "app"; it returns the environment, a clientset and a client with
+// keymount's types.
 func startCluster(t testing.TB) (*k8senv.Env, kubernetes.Interface, client.Client) {
 	t.Helper()
-	// Own control plane: the controller binary watches every namespace (another test's SecretSyncs would reach it) in the fixed namespaces keymount-system and app.
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
-	cs := kubernetes.NewForConfigOrDie(env.Config)
+	// Own control plane: the controller binary watches every namespace, and the tests calling this leave SecretSyncs in the fixed namespace app that a later test's binary would sync (its metrics and copies asserted on).
+	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: crds})
+	cs, c := clients(t, env)
+	createNamespaces(t, cs, namespaces{system: "keymount-system", app: "app"}, false)
+	return env, cs, c
+}
+
+// startSharedCluster is startCluster on the package's shared control plane
+// (k8senv.Shared), with namespaces of the test's own (GenerateName, from
+// keymount-system- and app-). A test on it leaves nothing another test's
+// binary acts on in a way that test asserts on: the shared tests run one
+// after the other, each binary stops with its test, and none asserts on
+// objects outside its own namespaces.
+func startSharedCluster(t testing.TB) (*k8senv.Env, kubernetes.Interface, client.Client, namespaces) {
+	t.Helper()
+	env := k8senv.Shared(t, k8senv.Options{CRDDirectoryPaths: crds})
+	cs, c := clients(t, env)
+	ns := createNamespaces(t, cs, namespaces{system: "keymount-system-", app: "app-"}, true)
+	return env, cs, c, ns
+}
+
+// clients returns a clientset and a client with keymount's types for env.
+func clients(t testing.TB, env *k8senv.Env) (kubernetes.Interface, client.Client) {
+	t.Helper()
 	scheme, err := kube.NewScheme()
 	if err != nil {
 		t.Fatal(err)
@@ -119,9 +155,11 @@ func startCluster(t testing.TB) (*k8senv.Env, kubernetes.Interface, client.Clien
 	if err != nil {
 		t.Fatal(err)
 	}
-	createNamespaces(t, cs)
-	return env, cs, c
+	return kubernetes.NewForConfigOrDie(env.Config), c
 }
+
+// namespaces are a test's controller namespace and application namespace.
+type namespaces struct{ system, app string }
 
 // create creates objs, in order.
 func create(t testing.TB, c client.Client, objs ...client.Object) {
@@ -133,30 +171,38 @@ func create(t testing.TB, c client.Client, objs ...client.Object) {
 	}
 }
 
-// secretHolds is a poll condition: Secret app/db's key holds want.
-func secretHolds(c client.Client, key, want string) func(ctx context.Context) (bool, error) {
+// secretHolds is a poll condition: Secret db's key in namespace ns holds want.
+func secretHolds(c client.Client, ns, key, want string) func(ctx context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		var s corev1.Secret
-		if err := c.Get(ctx, types.NamespacedName{Namespace: "app", Name: "db"}, &s); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "db"}, &s); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		return string(s.Data[key]) == want, nil
 	}
 }
 
-// createNamespaces makes the controller's namespace and "app" with the
-// service account "app".
-func createNamespaces(t testing.TB, cs kubernetes.Interface) {
+// createNamespaces makes the controller's namespace and the application
+// namespace, with the service account "app", named as ns says or, with
+// generate, from ns's names as GenerateName prefixes; it returns their names.
+func createNamespaces(t testing.TB, cs kubernetes.Interface, ns namespaces, generate bool) namespaces {
 	t.Helper()
 	ctx := t.Context()
-	for _, ns := range []string{"keymount-system", "app"} {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	for _, name := range []*string{&ns.system, &ns.app} {
+		meta := metav1.ObjectMeta{Name: *name}
+		if generate {
+			meta = metav1.ObjectMeta{GenerateName: *name}
+		}
+		created, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: meta}, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		*name = created.Name
 	}
-	if _, err := cs.CoreV1().ServiceAccounts("app").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().ServiceAccounts(ns.app).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return ns
 }
 
 // buildBinary builds keymount-controller into a temporary directory.

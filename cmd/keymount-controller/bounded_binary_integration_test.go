@@ -45,7 +45,7 @@ func TestBinaryMetricsBoundedByFoundProviders(t *testing.T) {
 	})
 
 	create(t, c, syncedClass("store", "local"), secretSync("db", "store"))
-	poll.Until(t, "the Secret of the found provider", secretHolds(c, "password", "from-the-store"))
+	poll.Until(t, "the Secret of the found provider", secretHolds(c, "app", "password", "from-the-store"))
 
 	const classes = 100
 	madeUp := func(i int) string {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -29,19 +30,22 @@ var secretMirrors = schema.GroupVersionResource{Group: "mirrors.kts.studio", Ver
 // change reaches it, the status is Active, and deleting the SecretMirror
 // removes the copies (mirrors' default deletePolicy) before it goes.
 func TestBinarySecretMirrors(t *testing.T) {
-	// Own control plane: the controller binary watches every namespace, and the test's namespaces have fixed names.
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
+	// The package's shared control plane (startSharedCluster): the test's namespaces have its run's
+	// prefix, and it leaves only the source Secret, which no binary acts on.
+	env := k8senv.Shared(t, k8senv.Options{CRDDirectoryPaths: crds})
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	ctx := t.Context()
-	for _, ns := range []string{"keymount-system", "default-src", "demo-namespace-1", "unrelated"} {
+	run := rand.String(5) + "-"
+	system, srcNS, demo1, demo2, unrelated := run+"keymount-system", run+"default-src", run+"demo-namespace-1", run+"demo-namespace-2", run+"unrelated"
+	for _, ns := range []string{system, srcNS, demo1, unrelated} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default-src", Name: "mysecret"},
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: srcNS, Name: "mysecret"},
 		StringData: map[string]string{"username": "hellothere", "password": "generalkenobi"}}
-	if _, err := cs.CoreV1().Secrets("default-src").Create(ctx, src, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Secrets(srcNS).Create(ctx, src, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -49,18 +53,18 @@ func TestBinarySecretMirrors(t *testing.T) {
 	proc := startBinary(t, buildBinary(t), []string{
 		"--kubeconfig=" + kubeconfig, "--provider-volume=" + t.TempDir(), "--enable-fanout",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
-	}, syncrequest.EnvPodNamespace+"=keymount-system", syncrequest.EnvPodName+"=keymount-controller-0")
+	}, syncrequest.EnvPodNamespace+"="+system, syncrequest.EnvPodName+"=keymount-controller-0")
 
-	// mirrors' README example, unchanged but for its namespace.
+	// mirrors' README example, unchanged but for its namespace and the run's prefix of its destination.
 	m := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "mirrors.kts.studio/v1alpha2", "kind": "SecretMirror",
-		"metadata": map[string]any{"name": "mysecret", "namespace": "default-src"},
+		"metadata": map[string]any{"name": "mysecret", "namespace": srcNS},
 		"spec": map[string]any{
 			"source":      map[string]any{"name": "mysecret"},
-			"destination": map[string]any{"namespaces": []any{`demo-namespace-\d+`}},
+			"destination": map[string]any{"namespaces": []any{"^" + run + `demo-namespace-\d+`}},
 		},
 	}}
-	if _, err := dyn.Resource(secretMirrors).Namespace("default-src").Create(ctx, m, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+	if _, err := dyn.Resource(secretMirrors).Namespace(srcNS).Create(ctx, m, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
 		t.Fatal(err)
 	}
 	copyHolds := func(ns, password string) {
@@ -73,13 +77,13 @@ func TestBinarySecretMirrors(t *testing.T) {
 			return err == nil && string(s.Data["password"]) == password && string(s.Data["username"]) == "hellothere", err
 		})
 	}
-	copyHolds("demo-namespace-1", "generalkenobi")
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo-namespace-2"}}, metav1.CreateOptions{}); err != nil {
+	copyHolds(demo1, "generalkenobi")
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demo2}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	copyHolds("demo-namespace-2", "generalkenobi")
+	copyHolds(demo2, "generalkenobi")
 	poll.Until(t, "mirrorStatus Active", func(ctx context.Context) (bool, error) {
-		got, err := dyn.Resource(secretMirrors).Namespace("default-src").Get(ctx, "mysecret", metav1.GetOptions{})
+		got, err := dyn.Resource(secretMirrors).Namespace(srcNS).Get(ctx, "mysecret", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -87,31 +91,31 @@ func TestBinarySecretMirrors(t *testing.T) {
 		return st == "Active", nil
 	})
 	src.StringData = map[string]string{"username": "hellothere", "password": "you-were-the-chosen-one"}
-	if _, err := cs.CoreV1().Secrets("default-src").Update(ctx, src, metav1.UpdateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Secrets(srcNS).Update(ctx, src, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	copyHolds("demo-namespace-1", "you-were-the-chosen-one")
-	copyHolds("demo-namespace-2", "you-were-the-chosen-one")
-	if _, err := cs.CoreV1().Secrets("unrelated").Get(ctx, "mysecret", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("unrelated/mysecret: err %v, want not found", err)
+	copyHolds(demo1, "you-were-the-chosen-one")
+	copyHolds(demo2, "you-were-the-chosen-one")
+	if _, err := cs.CoreV1().Secrets(unrelated).Get(ctx, "mysecret", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("%s/mysecret: err %v, want not found", unrelated, err)
 	}
 
-	if err := dyn.Resource(secretMirrors).Namespace("default-src").Delete(ctx, "mysecret", metav1.DeleteOptions{}); err != nil {
+	if err := dyn.Resource(secretMirrors).Namespace(srcNS).Delete(ctx, "mysecret", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "the SecretMirror and its copies gone", func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(secretMirrors).Namespace("default-src").Get(ctx, "mysecret", metav1.GetOptions{})
+		_, err := dyn.Resource(secretMirrors).Namespace(srcNS).Get(ctx, "mysecret", metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		for _, ns := range []string{"demo-namespace-1", "demo-namespace-2"} {
+		for _, ns := range []string{demo1, demo2} {
 			if _, err := cs.CoreV1().Secrets(ns).Get(ctx, "mysecret", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
-	if _, err := cs.CoreV1().Secrets("default-src").Get(ctx, "mysecret", metav1.GetOptions{}); err != nil {
+	if _, err := cs.CoreV1().Secrets(srcNS).Get(ctx, "mysecret", metav1.GetOptions{}); err != nil {
 		t.Errorf("the source: %v, want it kept", err)
 	}
 	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {

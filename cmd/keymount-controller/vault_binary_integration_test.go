@@ -52,7 +52,7 @@ path "secret/metadata/app/*" { capabilities = ["read"] }`)
 		}},
 	}
 	create(t, c, class, ss)
-	poll.Until(t, "the Secret from Vault", secretHolds(c, "password", "from-vault"))
+	poll.Until(t, "the Secret from Vault", secretHolds(c, "app", "password", "from-vault"))
 	a := v.Audit(t)
 	if got := a.Count("update", "auth/kubernetes/login"); got != 1 {
 		t.Errorf("%d Kubernetes logins, want 1", got)
