@@ -398,10 +398,14 @@ image: ## Build the OCI images of the driver and the providers without a contain
 
 # buildah (Debian's, vfs storage, chroot isolation) builds the Dockerfile's
 # final stages in TestDockerfile (hack/image) from binaries the test built:
-# nothing is pulled and no daemon runs.
+# nothing is pulled and no daemon runs. /var/lib/containers is the mount
+# point the test binds a directory of its own on, in a private mount
+# namespace (buildah 1.28 writes a cache there whatever --root says); made
+# here once, so that two test runs on one machine never race over it.
 .PHONY: buildah
 buildah:
 	@bash hack/install-deps.sh buildah=buildah
+	@test -d /var/lib/containers || install -d -m 0700 /var/lib/containers
 
 .PHONY: release
 release: ## Cut release VERSION=vX.Y.Z from a clean tree into dist/VERSION, without a container engine: images (OCI layouts, IMAGE_PLATFORMS), SBOMs, chart, manifests pinned by digest, notes, SHA256SUMS (docs/releasing.md)
