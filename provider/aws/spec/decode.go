@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/keymount/keymount/internal/datafrom"
 )
 
 // The entries of `objects` are read the way the existing provider reads
@@ -31,6 +33,20 @@ type objectEntry struct {
 	FilePermission     modeText        `json:"filePermission"`
 	JMESPath           []jmesPathEntry `json:"jmesPath"`
 	FailoverObject     *failoverEntry  `json:"failoverObject"`
+	// keymount's extensions (External Secrets' dataFrom): the upstream
+	// provider ignores them.
+	Extract *datafrom.Options `json:"extract"`
+	Find    *findEntry        `json:"find"`
+}
+
+// findEntry is an object's find: the secrets or parameters it matches.
+type findEntry struct {
+	Path string `json:"path"`
+	Name *struct {
+		Regexp string `json:"regexp"`
+	} `json:"name"`
+	Tags map[string]string `json:"tags"`
+	datafrom.Options
 }
 
 // jmesPathEntry is one entry of an object's jmesPath list.

@@ -43,6 +43,11 @@ func parseObjects(p *problems, src, translate string, haveFailoverRegion bool, d
 // parseObject parses entry i of `objects`.
 func parseObject(p *problems, i int, e *objectEntry, translate string, haveFailoverRegion bool, defaultMode os.FileMode) Object {
 	where := objectWhere(i, e.ObjectName)
+	if e.Find != nil {
+		o := parseFindObject(p, where, e, translate)
+		o.Mode = e.FilePermission.mode(p, where, defaultMode)
+		return o
+	}
 	o := Object{
 		Name:         e.ObjectName,
 		Alias:        e.ObjectAlias,
@@ -59,6 +64,7 @@ func parseObject(p *problems, i int, e *objectEntry, translate string, haveFailo
 		o.FileName = checkFileName(p, where, src, translate)
 	}
 	o.JMESPaths = parseJMESPaths(p, where, e.JMESPath, translate, o.Mode)
+	o.Extract = parseExtract(p, where, e)
 	o.Failover = parseFailover(p, where, e.FailoverObject, &o, haveFailoverRegion)
 	return o
 }

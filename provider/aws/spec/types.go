@@ -1,6 +1,11 @@
 package spec
 
-import "os"
+import (
+	"os"
+	"regexp"
+
+	"github.com/keymount/keymount/internal/datafrom"
+)
 
 // ObjectType is where an object lives.
 type ObjectType string
@@ -52,6 +57,14 @@ type Object struct {
 	JMESPaths []JMESPath
 	// Failover is the failoverObject, nil when not set.
 	Failover *Failover
+	// Extract, when set, writes every field of the object's JSON value as
+	// its own file under FileName, a directory (keymount's `extract`,
+	// External Secrets' dataFrom.extract), instead of the value itself.
+	Extract *datafrom.Compiled
+	// Find, when set, makes the object every secret or parameter it
+	// matches, each its own file under FileName, a directory (keymount's
+	// `find`, External Secrets' dataFrom.find). Name is "" then.
+	Find *Find
 	// FileName is the file the object is written to: the alias, or the name
 	// with path translation applied, as the existing provider does.
 	FileName string
@@ -85,4 +98,20 @@ type Spec struct {
 	Namespace, ServiceAccount, PodName, PodUID string
 	// Tokens are the service account tokens by audience. Never log them.
 	Tokens map[string]string
+}
+
+// Find is what a find object matches: secrets (Secrets Manager) or
+// parameters (Parameter Store) under Path whose name matches Name and that
+// carry every tag of Tags.
+type Find struct {
+	// Path is a name prefix (Secrets Manager) or the parameter path read
+	// recursively (Parameter Store, starting with "/"); "" for none.
+	Path string
+	// Name matches the whole name anywhere (an unanchored regular
+	// expression, as External Secrets reads it); nil for any.
+	Name *regexp.Regexp
+	// Tags must all be on a secret, with these values (Secrets Manager).
+	Tags map[string]string
+	// Keys makes the found names keys and decodes the values.
+	Keys *datafrom.Compiled
 }

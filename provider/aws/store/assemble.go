@@ -2,9 +2,14 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
+	"maps"
+	"os"
+	"slices"
 
 	"github.com/jmespath-community/go-jmespath"
 
+	"github.com/keymount/keymount/internal/datafrom"
 	"github.com/keymount/keymount/provider/aws/spec"
 	"github.com/keymount/keymount/provider/server"
 )
@@ -48,8 +53,12 @@ func objectError(o *spec.Object, it item, f *objectFailure) ObjectError {
 	}
 }
 
-// filesOf is the object's file plus one file per JMESPath entry.
+// filesOf is the object's file plus one file per JMESPath entry, or with
+// extract one file per field of the value under the object's file name.
 func filesOf(o *spec.Object, v value) ([]server.File, *objectFailure) {
+	if o.Extract != nil {
+		return extractedFiles(o, v)
+	}
 	files := []server.File{{Path: o.FileName, Mode: o.Mode, Contents: v.data}}
 	if len(o.JMESPaths) == 0 {
 		return files, nil
@@ -91,4 +100,27 @@ func extract(doc any, path string) ([]byte, *objectFailure) {
 		}
 		return data, nil
 	}
+}
+
+// extractedFiles is every field of the object's JSON value as its own file
+// under the object's file name (keymount's extract). The failure names
+// keys, never values.
+func extractedFiles(o *spec.Object, v value) ([]server.File, *objectFailure) {
+	keys, err := o.Extract.Extract(v.data)
+	switch {
+	case errors.Is(err, datafrom.ErrNotObject):
+		return nil, failure(KindInvalid, "extract needs a JSON object, the value is not one")
+	case err != nil:
+		return nil, failure(KindInvalid, "extract: %s", err)
+	}
+	return dirFiles(o.FileName, o.Mode, keys), nil
+}
+
+// dirFiles writes each key as a file under dir, in key order.
+func dirFiles(dir string, mode os.FileMode, keys map[string][]byte) []server.File {
+	files := make([]server.File, 0, len(keys))
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		files = append(files, server.File{Path: dir + "/" + k, Mode: mode, Contents: keys[k]})
+	}
+	return files
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/keymount/keymount/internal/datafrom"
 	"github.com/keymount/keymount/provider/aws/spec"
 	"github.com/keymount/keymount/provider/aws/store"
 	"github.com/keymount/keymount/provider/server"
@@ -67,10 +68,20 @@ func setupMoto(t *testing.T) *motoFixtures {
 	must(ps.LabelParameterVersion(ctx, &ssm.LabelParameterVersionInput{Name: aws.String("/app/str"), ParameterVersion: aws.Int64(1), Labels: []string{"stable"}}))
 	put("/app/secure", "hunter2", ssmtypes.ParameterTypeSecureString)
 	put("/app/list", "a,b,c", ssmtypes.ParameterTypeStringList)
+	put("/app/json", `{"token":"t0k","n":1}`, ssmtypes.ParameterTypeSecureString)
 	for i := range 12 {
 		put(fmt.Sprintf("/bulk/p%d", i), fmt.Sprintf("pv%d", i), ssmtypes.ParameterTypeString)
 	}
 	return f
+}
+
+func compileKeys(t *testing.T, o datafrom.Options) *datafrom.Compiled {
+	t.Helper()
+	c, err := o.Compile("extract")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func motoRequest(objs []spec.Object) *store.Request {
@@ -132,6 +143,20 @@ func TestFetchFromMoto(t *testing.T) {
 		objs:      []spec.Object{{Name: "multi", Type: sm, JMESPaths: []spec.JMESPath{{Path: "a", Alias: "x"}}}},
 		errCode:   codes.InvalidArgument,
 		errSubstr: []string{"multi: invalid: jmesPath needs a JSON value"},
+	}, {
+		name:  "extract: every field its own file under the object's file name",
+		objs:  []spec.Object{{Name: "json", Type: sm, FileName: "db", Extract: compileKeys(t, datafrom.Options{})}},
+		files: map[string]string{"db/user": "admin", "db/port": "5432", "db/nested": `{"a":[1,2]}`},
+	}, {
+		name: "extract with a rewrite, from a parameter",
+		objs: []spec.Object{{Name: "/app/json", Type: ps, FileName: "p", Extract: compileKeys(t, datafrom.Options{
+			Rewrite: []datafrom.Rewrite{{Regexp: &datafrom.RegexpRewrite{Source: "^", Target: "APP_"}}}})}},
+		files: map[string]string{"p/APP_token": "t0k", "p/APP_n": "1"},
+	}, {
+		name:      "extract on a value that is no JSON object",
+		objs:      []spec.Object{{Name: "multi", Type: sm, FileName: "m", Extract: compileKeys(t, datafrom.Options{})}},
+		errCode:   codes.InvalidArgument,
+		errSubstr: []string{"m: invalid: extract needs a JSON object, the value is not one"},
 	}, {
 		name: "parameters: types, versions and labels",
 		objs: []spec.Object{

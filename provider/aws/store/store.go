@@ -220,6 +220,11 @@ func (r *Request) validate() error {
 	case r.Region == "":
 		return fmt.Errorf("no region: %w", server.ErrInvalidParameters)
 	}
+	for _, o := range r.Objects {
+		if o.Find != nil {
+			return fmt.Errorf("object %s: find is not served by this store yet: %w", o.FileName, server.ErrInvalidParameters)
+		}
+	}
 	return nil
 }
 
