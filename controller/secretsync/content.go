@@ -59,8 +59,9 @@ func (c *content) digested() *content {
 	return &d
 }
 
-// trimSecret is the cache's transform of Secrets: no managedFields, and
-// every data value replaced by its digest. Idempotent (the informer may
+// trimSecret is the cache's transform of Secrets: no managedFields (the
+// data keys only another field manager owns are named by foreignKeysMark
+// first), and every data value replaced by its digest. Idempotent (the informer may
 // hand it an object it already trimmed). A Secret from the cache must
 // never be written back: the controller writes Secrets by server-side
 // apply of the content it builds.
@@ -79,6 +80,7 @@ func secretTransform(annotate func(*corev1.Secret)) func(any) (any, error) {
 		if annotate != nil && !trimmed(s) {
 			annotate(s)
 		}
+		markForeignKeys(s)
 		digestSecret(s)
 		internSecret(s)
 		return s, nil
@@ -122,25 +124,34 @@ func desiredContent(ss *secretsyncv1alpha1.SecretSync, files []*v1alpha1.File) (
 	for _, f := range files {
 		byPath[path.Clean(f.GetPath())] = f.GetContents()
 	}
+	dirs, err := dataFromDirs(ss)
+	if err != nil {
+		return nil, err
+	}
 	c := &content{
 		typ:         secretType(ss),
 		data:        make(map[string][]byte, len(ss.Spec.SecretObject.Data)),
 		labels:      map[string]string{},
 		annotations: map[string]string{},
 	}
+	sources := make(map[string]string, len(ss.Spec.SecretObject.Data))
 	for _, d := range ss.Spec.SecretObject.Data {
+		if isMarker(d, dirs) {
+			continue // the directory's files are expanded below
+		}
 		b, ok := byPath[path.Clean(d.SourcePath)]
 		if !ok {
 			return nil, fmt.Errorf("sourcePath %q (targetKey %q): %w (%s)", d.SourcePath, d.TargetKey, errMissingObject, describe(byPath))
 		}
-		if c.typ == corev1.SecretTypeTLS && (d.TargetKey == corev1.TLSCertKey || d.TargetKey == corev1.TLSPrivateKeyKey) {
-			part, err := tlsbundle.Part(b, d.TargetKey)
-			if err != nil {
-				return nil, fmt.Errorf("sourcePath %q for targetKey %q of a %s Secret: %w", d.SourcePath, d.TargetKey, corev1.SecretTypeTLS, err)
-			}
-			b = part
+		b, err = secretValue(c.typ, d.TargetKey, b)
+		if err != nil {
+			return nil, fmt.Errorf("sourcePath %q for targetKey %q of a %s Secret: %w", d.SourcePath, d.TargetKey, corev1.SecretTypeTLS, err)
 		}
 		c.data[d.TargetKey] = b
+		sources[d.TargetKey] = fmt.Sprintf("spec.secretObject.data sourcePath %q", d.SourcePath)
+	}
+	if err := expandDirs(c.typ, dirs, byPath, c.data, sources); err != nil {
+		return nil, err
 	}
 	if err := renderTemplates(ss, byPath, c.data); err != nil {
 		return nil, err
@@ -149,6 +160,17 @@ func desiredContent(ss *secretsyncv1alpha1.SecretSync, files []*v1alpha1.File) (
 	c.labels[secretsyncv1alpha1.LabelSecretSync] = ""
 	maps.Copy(c.annotations, ss.Spec.SecretObject.Annotations)
 	return c, nil
+}
+
+// secretValue is the value of key in a Secret of type typ made from the
+// file content b: a kubernetes.io/tls Secret's tls.crt and tls.key are
+// split from a PEM bundle or a PKCS#12 archive, as the driver's
+// secretObjects split them.
+func secretValue(typ corev1.SecretType, key string, b []byte) ([]byte, error) {
+	if typ == corev1.SecretTypeTLS && (key == corev1.TLSCertKey || key == corev1.TLSPrivateKeyKey) {
+		return tlsbundle.Part(b, key)
+	}
+	return b, nil
 }
 
 // errTemplate marks a template annotation that is invalid or does not
@@ -214,12 +236,21 @@ func describe(byPath map[string][]byte) string {
 // currentContent is the part of an existing Secret that spec.secretObject
 // describes: its type, the target keys, the labels and annotations the
 // spec names, and the keys its template annotations write (others' keys
-// are not the controller's business). A key the Secret lacks is left out,
-// so the hash differs. s is trimmed (trimSecret): its data values, and so
+// are not the controller's business); with keymount.io/data-from, every key
+// the controller wrote (ownedData: the directories' keys are whatever the
+// last answer held). A key the Secret lacks is left out, so the hash
+// differs. s is trimmed (trimSecret): its data values, and so
 // the content's, are digests.
 func currentContent(ss *secretsyncv1alpha1.SecretSync, s *corev1.Secret) *content {
 	c := &content{typ: s.Type, data: map[string][]byte{}, labels: map[string]string{}, annotations: map[string]string{}}
+	dirs, _ := dataFromDirs(ss) // an invalid annotation fails the sync whatever the hash
+	if len(dirs) > 0 {
+		maps.Copy(c.data, ownedData(s))
+	}
 	for _, d := range ss.Spec.SecretObject.Data {
+		if isMarker(d, dirs) {
+			continue
+		}
 		if b, ok := s.Data[d.TargetKey]; ok {
 			c.data[d.TargetKey] = b
 		}

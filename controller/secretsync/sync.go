@@ -51,6 +51,9 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, class *secret
 	if f := checkReserved(ss, created); f != nil {
 		return nil, f
 	}
+	if _, err := dataFromDirs(ss); err != nil { // before any store call
+		return nil, newFailure(created, ss1.ReasonControllerSyncError, ResultInvalid, "%v", err)
+	}
 	tok, err := r.Tokens.Tokens(ctx, ss.Namespace, ss.Spec.ServiceAccountName, r.cfg.Audiences)
 	if err != nil {
 		return nil, newFailure(created, ss1.ReasonControllerSyncError, ResultToken, ss1.MessageFormatFetchFailed,
@@ -74,6 +77,9 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, class *secret
 		return nil, newFailure(created, ss1.ReasonProviderError, ResultProvider, ss1.MessageFormatFetchFailed, err)
 	}
 	want, err := desiredContent(ss, resp.GetFiles())
+	if errors.Is(err, errDataFrom) {
+		return nil, newFailure(created, ss1.ReasonControllerSyncError, ResultInvalid, "%v", err)
+	}
 	if errors.Is(err, errTemplate) {
 		return nil, newFailure(created, ReasonTemplateError, ResultContent, MessageFormatTemplateFailed, err)
 	}
