@@ -15,12 +15,28 @@ import (
 )
 
 // assemble turns the values into files and versions, in the order of the
-// objects, or returns every object failure at once.
-func assemble(objects []spec.Object, used []item, vals map[item]value, fails map[item]*objectFailure) (*Result, error) {
+// objects, or returns every object failure at once. finds holds what each
+// find object matched (nil for the others).
+func assemble(objects []spec.Object, used []item, finds []*found, vals map[item]value, fails map[item]*objectFailure) (*Result, error) {
 	res := &Result{}
 	var errs []ObjectError
 	for i := range objects {
 		o := &objects[i]
+		if f := finds[i]; f != nil {
+			fail := f.fail
+			var files []server.File
+			var version string
+			if fail == nil {
+				files, version, fail = foundFiles(o, f, vals, fails)
+			}
+			if fail != nil {
+				errs = append(errs, findError(o, f.region, fail))
+				continue
+			}
+			res.Files = append(res.Files, files...)
+			res.Versions = append(res.Versions, server.ObjectVersion{ID: o.FileName, Version: version})
+			continue
+		}
 		v, ok := vals[used[i]]
 		if !ok {
 			f := fails[used[i]]

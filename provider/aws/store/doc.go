@@ -58,6 +58,36 @@
 // secret, so checking first would only add calls; and a provider must
 // return every file on a refresh anyway.
 //
+// # Find objects
+//
+// A find object (keymount's find, External Secrets' dataFrom.find) is
+// every secret or parameter its criteria match, each its own file under
+// the object's file name, named by datafrom's rules (a found name's "/"
+// becomes "_" unless rewritten). Secrets Manager: one ListSecrets, paged
+// (100 a page), filtered by the path as a name prefix and by the tag keys
+// and values, then checked here exactly (the name filter matches without
+// case, the tag filters any key and any value), with the name regexp
+// matched anywhere in the name; secrets pending deletion are skipped. The
+// current values of the matches are then read like objects named
+// "latest", batched with the request's other objects (BatchGetSecretValue,
+// 20 a call), through the same cache and flights; a cached value whose
+// version the listing shows as AWSCURRENT is fresh again without a read
+// (as revalidation by listing, bounded by MaxListedAge). Parameter Store:
+// GetParametersByPath (recursive, decrypted, 10 a page) with the name
+// regexp; its values come with it and are cached like values read by
+// name. A listing is cached per (identity, region, criteria) for
+// Config.Freshness (names and versions only; a parameter listing is
+// reused only while its values are cached) and concurrent identical
+// listings collapse (singleflight): the pods of one identity cost one
+// listing per freshness window, and a refresh reads only the secrets that
+// are new or changed. A secret created later arrives with the first
+// listing after the window, one deleted leaves; one listed but gone when
+// read is left out. No match is no file. The object's version is a digest
+// of the found names and their versions, so it changes when one is added,
+// removed or changed. Find objects are listed and read in the primary
+// region only: a failover region serves named objects (failoverObject
+// names them there), and a find would need its own criteria there.
+//
 // # Cache
 //
 // Every value is cached by (identity, region, type, name, selector) in an

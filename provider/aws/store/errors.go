@@ -96,9 +96,12 @@ type ObjectError struct {
 	// Type, Object and Region name what was asked for last: the object's
 	// type, its name or ARN as the class writes it (its failoverObject's in
 	// the failover region), and the region asked.
-	Type    string
-	Object  string
-	Region  string
+	Type   string
+	Object string
+	Region string
+	// Find, for a find object, names what it matches (`path "prod/" name
+	// "^db" tag "team=a"`); Object is "" then.
+	Find    string
 	Version string // the version id or number asked for, if any
 	Label   string // the staging label or SSM label asked for, if any
 	Kind    Kind
@@ -121,7 +124,7 @@ func (e *FetchError) Error() string {
 	fmt.Fprintf(&b, "%d object(s) could not be fetched:", len(e.Objects))
 	for _, o := range e.Objects {
 		fmt.Fprintf(&b, "\n%s: %s: %s", o.FileName, o.Kind, o.Reason)
-		if o.Object != "" {
+		if o.Object != "" || o.Find != "" {
 			fmt.Fprintf(&b, " (%s)", o.describe())
 		}
 	}
@@ -132,6 +135,10 @@ func (e *FetchError) Error() string {
 // region eu-west-1`.
 func (o *ObjectError) describe() string {
 	var b strings.Builder
+	if o.Find != "" {
+		fmt.Fprintf(&b, "%s find %s in region %s", o.Type, o.Find, o.Region)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "%s %q", o.Type, o.Object)
 	if o.Version != "" {
 		fmt.Fprintf(&b, " version %q", o.Version)

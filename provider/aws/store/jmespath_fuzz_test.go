@@ -48,7 +48,7 @@ func FuzzJMESPath(f *testing.F) {
 		}
 		it := primaryItem(&o, "us-east-1")
 		vals := map[item]value{it: {data: []byte(doc), version: "v1"}}
-		res, err := assemble([]spec.Object{o}, []item{it}, vals, nil)
+		res, err := assemble([]spec.Object{o}, []item{it}, []*found{nil}, vals, nil)
 		if err == nil {
 			if len(res.Files) != 2 || string(res.Files[0].Contents) != doc || res.Files[1].Path != "extracted_value" {
 				t.Fatalf("files = %v", res.Files)

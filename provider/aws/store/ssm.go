@@ -12,6 +12,7 @@ import (
 // parametersAPI is the part of the SSM client the store uses.
 type parametersAPI interface {
 	GetParameters(context.Context, *ssm.GetParametersInput, ...func(*ssm.Options)) (*ssm.GetParametersOutput, error)
+	GetParametersByPath(context.Context, *ssm.GetParametersByPathInput, ...func(*ssm.Options)) (*ssm.GetParametersByPathOutput, error)
 }
 
 var _ parametersAPI = (*ssm.Client)(nil)

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -110,6 +112,10 @@ type Store struct {
 	noList *lru.Cache
 	// lists collapses the revalidations of one (identity, region).
 	lists singleflight.Group
+	// listings holds the find listings (names and versions) of each
+	// (identity, region, criteria); findFlights collapses identical ones.
+	listings    *lru.Cache
+	findFlights singleflight.Group
 	// down remembers when a region (identity "") or an (identity, region)
 	// pair last failed while its failover region served.
 	down *lru.Cache
@@ -168,6 +174,7 @@ func New(cfg Config) *Store {
 		noBatch:    lru.New(noBatchSize),
 		noDescribe: lru.New(noBatchSize),
 		noList:     lru.New(noBatchSize),
+		listings:   lru.New(listingsSize),
 		down:       lru.New(noBatchSize),
 	}
 }
@@ -220,11 +227,6 @@ func (r *Request) validate() error {
 	case r.Region == "":
 		return fmt.Errorf("no region: %w", server.ErrInvalidParameters)
 	}
-	for _, o := range r.Objects {
-		if o.Find != nil {
-			return fmt.Errorf("object %s: find is not served by this store yet: %w", o.FileName, server.ErrInvalidParameters)
-		}
-	}
 	return nil
 }
 
@@ -242,14 +244,39 @@ func (s *Store) Fetch(ctx context.Context, req *Request) (*Result, error) {
 	if skipPrimary {
 		first, second = second, first
 	}
+	// Find objects are listed first (in the primary region only): the
+	// secrets they match are then read with the other objects, batched
+	// together when the primary region comes first. items[i] is the zero
+	// item for a find object.
+	finds := s.findAll(ctx, req)
 	items := make([]item, len(req.Objects))
+	var fetch, foundSecrets []item
 	for i := range req.Objects {
+		if f := finds[i]; f != nil {
+			if req.Objects[i].Type == spec.SecretsManager {
+				foundSecrets = append(foundSecrets, f.items...)
+			}
+			continue
+		}
 		items[i] = req.itemIn(&req.Objects[i], first)
+		fetch = append(fetch, items[i])
+	}
+	listed := make(map[item]bool, len(foundSecrets))
+	for _, it := range foundSecrets {
+		listed[it] = true
+	}
+	if req.Region == first {
+		fetch, foundSecrets = append(fetch, foundSecrets...), nil
 	}
 
 	pctx, cancel := s.primaryContext(ctx, second != "")
-	vals, fails := s.fetchItems(pctx, req, items)
+	vals, fails := s.fetchItems(pctx, req, fetch, listed)
 	cancel()
+	if len(foundSecrets) > 0 {
+		fv, ff := s.fetchItems(ctx, req, foundSecrets, listed)
+		maps.Copy(vals, fv)
+		maps.Copy(fails, ff)
+	}
 
 	used := items
 	if second != "" {
@@ -258,7 +285,7 @@ func (s *Store) Fetch(ctx context.Context, req *Request) (*Result, error) {
 			s.noteFailover(req, items, fails, used, vals)
 		}
 	}
-	return assemble(req.Objects, used, vals, fails)
+	return assemble(req.Objects, used, finds, vals, fails)
 }
 
 // itemIn is object o as region knows it: its failoverObject in the failover
@@ -297,7 +324,7 @@ func (s *Store) failover(ctx context.Context, req *Request, primary []item, vals
 	if len(retry) == 0 {
 		return used
 	}
-	fv, ff := s.fetchItems(ctx, req, retry)
+	fv, ff := s.fetchItems(ctx, req, retry, nil)
 	for it, v := range fv {
 		vals[it] = v
 	}
@@ -308,8 +335,10 @@ func (s *Store) failover(ctx context.Context, req *Request, primary []item, vals
 }
 
 // fetchItems returns the value of every item from the cache or the store.
-// Items of one call are all in one region.
-func (s *Store) fetchItems(ctx context.Context, req *Request, items []item) (map[item]value, map[item]*objectFailure) {
+// Items of one call are all in one region. The listed items (secrets a find
+// listing just showed, with their current versions) do not start a
+// revalidation by listing: one that is missing is known to need a read.
+func (s *Store) fetchItems(ctx context.Context, req *Request, items []item, listed map[item]bool) (map[item]value, map[item]*objectFailure) {
 	vals := make(map[item]value, len(items))
 	fails := make(map[item]*objectFailure)
 	var missing []item
@@ -320,7 +349,8 @@ func (s *Store) fetchItems(ctx context.Context, req *Request, items []item) (map
 		}
 		missing = append(missing, it)
 	}
-	if s.revalidate(ctx, req, missing) {
+	unlisted := slices.DeleteFunc(slices.Clone(missing), func(it item) bool { return listed[it] })
+	if s.revalidate(ctx, req, unlisted) {
 		// A listing may have confirmed (or read) what was stale.
 		missing = s.stillMissing(req.Identity, missing, vals)
 	}
@@ -433,13 +463,18 @@ func (s *Store) call(ctx context.Context, req *Request, b batch, res *batchResul
 		res.err = classify(ctx, err)
 	}
 	for it, v := range res.values {
-		s.cache.put(req.Identity, it, v)
-		if !it.pinned() && v.version != "" {
-			// The same value pinned by its version id never changes.
-			pinned := it
-			pinned.version, pinned.label = v.version, ""
-			s.cache.put(req.Identity, pinned, v)
-		}
+		s.keep(req.Identity, it, v)
+	}
+}
+
+// keep caches identity's value v of it, and the same value pinned by its
+// version, which never changes.
+func (s *Store) keep(identity string, it item, v value) {
+	s.cache.put(identity, it, v)
+	if !it.pinned() && v.version != "" {
+		pinned := it
+		pinned.version, pinned.label = v.version, ""
+		s.cache.put(identity, pinned, v)
 	}
 }
 
