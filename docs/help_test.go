@@ -748,6 +748,15 @@ func refusedESO(store, spec, path string) featureCheck {
 	}}
 }
 
+// convertsESO checks that convert converts an ExternalSecret of the aws
+// store with spec, writing want.
+func convertsESO(spec, want string) featureCheck {
+	return featureCheck{want: true, exists: func(t *testing.T, f *features) bool {
+		c := convert(t, f.b, docs(awsStore, esoExternalSecret("SecretStore", spec)))
+		return c.ok() && strings.Contains(c.stdout, want)
+	}}
+}
+
 // awsSpec is an ESO ExternalSecret spec reading with the aws store, with
 // the lines given added.
 func awsSpec(extra string) string {
@@ -829,13 +838,14 @@ var noEquivalent = map[string]featureCheck{
 	"template.data": {exists: func(t *testing.T, f *features) bool {
 		return !convert(t, f.b, kesExternalSecret("secretsManager", "template:\n  data:\n    password: <%= data.password %>")).refuses("spec.template.data")
 	}},
-	"dataFrom":         refusedESO(awsStore, awsSpec("dataFrom:\n  - extract: {key: team-a/db}"), "spec.dataFrom[0].extract"),
-	"dataFrom.extract": refusedESO(awsStore, awsSpec("dataFrom:\n  - extract: {key: team-a/db}"), "spec.dataFrom[0].extract"),
-	"extract":          refusedESO(awsStore, awsSpec("dataFrom:\n  - extract: {key: team-a/db}"), "spec.dataFrom[0].extract"),
-	"dataFrom.find":    refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}"), "spec.dataFrom[0].find"),
-	"jmesPath": {want: true, exists: func(t *testing.T, f *features) bool {
-		return strings.Contains(convert(t, f.b, docs(awsStore, esoExternalSecret("SecretStore", ""))).stdout, "jmesPath:")
-	}},
+	"dataFrom":                             refusedESO(vaultStoreWith(""), "data:\n  - secretKey: password\n    remoteRef: {key: team-a/db, property: password}\ndataFrom:\n  - extract: {key: team-a/db}", "spec.dataFrom[0]"),
+	"extract.property":                     refusedESO(awsStore, awsSpec("dataFrom:\n  - extract: {key: team-a/db, property: a}"), "spec.dataFrom[0].extract.property"),
+	"rewrite.transform":                    refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{transform: {template: x}}]"), "spec.dataFrom[0].rewrite[0].transform"),
+	"rewrite.merge":                        refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{merge: {}}]"), "spec.dataFrom[0].rewrite[0].merge"),
+	"regexp":                               convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{regexp: {source: '^db', target: ''}}]"), "regexp:"),
+	"extract":                              convertsESO(awsSpec("dataFrom:\n  - extract: {key: team-a/db}"), "extract:"),
+	"find":                                 convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}"), "find:"),
+	"spec.data":                            convertsESO(awsSpec(""), "sourcePath: password"),
 	"creationPolicy: Merge":                refusedESO(awsStore, awsSpec("target:\n  creationPolicy: Merge"), "spec.target.creationPolicy"),
 	"Orphan":                               refusedESO(awsStore, awsSpec("target:\n  creationPolicy: Orphan"), "spec.target.creationPolicy"),
 	"None":                                 refusedESO(awsStore, awsSpec("target:\n  creationPolicy: None"), "spec.target.creationPolicy"),

@@ -31,6 +31,7 @@ func TestGolden(t *testing.T) {
 		{name: "eso-secretsmanager"},
 		{name: "eso-parameterstore"},
 		{name: "eso-template"},
+		{name: "eso-datafrom"},
 		{name: "eso-vault"},
 		{name: "eso-vault-unsupported", issues: true},
 		{name: "kes-secretsmanager", opts: Options{ServiceAccount: "web"}},

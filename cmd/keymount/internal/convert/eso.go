@@ -44,7 +44,13 @@ func (cv *converter) convertESO(d *document) *conversion {
 		cv.esoData(is, c, st, index("spec.data", i), e)
 	}
 	for i, e := range items(specFields, "dataFrom") {
-		esoDataFrom(is, index("spec.dataFrom", i), e)
+		cv.esoDataFromEntry(is, c, st, index("spec.dataFrom", i), e)
+	}
+	if len(c.dataFrom) > 0 {
+		if c.syncAnnotations == nil {
+			c.syncAnnotations = map[string]string{}
+		}
+		c.syncAnnotations[annotationDataFrom] = strings.Join(c.dataFrom, ",")
 	}
 	tmpl := field(field(specFields, "target"), "template")
 	esoTemplate(is, c, "spec.target.template", tmpl)
@@ -167,23 +173,6 @@ func esoStrategies(is issues, path string, ref map[string]any) {
 		if v := str(is, path, ref, k); v != "" && v != defaults[k][0] {
 			is.unsupported(path+"."+k, "%q: keymount writes the store value as it is", v)
 		}
-	}
-}
-
-// esoDataFrom reports a spec.dataFrom entry: keymount lists every key.
-func esoDataFrom(is issues, path string, e map[string]any) {
-	for _, k := range sortedKeys(e) {
-		switch k {
-		case "extract":
-			is.unsupported(path+".extract", "every field of a JSON value as its own key; list each field in spec.data with remoteRef.property instead")
-		case "find":
-			is.unsupported(path+".find", "values found by name or tags; list each value in spec.data instead")
-		default:
-			is.unsupported(path+"."+k, "keymount lists every key of the Secret explicitly")
-		}
-	}
-	if len(e) == 0 {
-		is.unsupported(path, "keymount lists every key of the Secret explicitly")
 	}
 }
 

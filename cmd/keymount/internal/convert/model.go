@@ -29,6 +29,9 @@ type conversion struct {
 	secretType          string
 	labels, annotations map[string]string
 	keys                []secretKey
+	// dataFrom are the provider directories whose every file is a key
+	// (the SecretSync's keymount.io/data-from).
+	dataFrom []string
 	// syncAnnotations are keymount's annotations on the SecretSync:
 	// refresh policy and templates.
 	syncAnnotations map[string]string
@@ -43,12 +46,15 @@ type secretKey struct {
 
 // awsObject is one entry of the class's objects parameter.
 type awsObject struct {
-	Name         string          `yaml:"objectName"`
+	Name         string          `yaml:"objectName,omitempty"`
 	Type         spec.ObjectType `yaml:"objectType"`
 	Alias        string          `yaml:"objectAlias,omitempty"`
 	Version      string          `yaml:"objectVersion,omitempty"`
 	VersionLabel string          `yaml:"objectVersionLabel,omitempty"`
 	JMESPath     []jmesPath      `yaml:"jmesPath,omitempty"`
+	// keymount's extensions for External Secrets' dataFrom.
+	Extract *awsExtract `yaml:"extract,omitempty"`
+	Find    *awsFind    `yaml:"find,omitempty"`
 }
 
 type jmesPath struct {
