@@ -18,6 +18,26 @@
 // written by server-side apply with field manager FieldManager, and only
 // when it differs from the Secret in the cache.
 //
+// # Directories: keymount.io/data-from
+//
+// The annotation AnnotationDataFrom lists, comma-separated, directories of
+// the provider's answer (the AWS provider's extract and find objects answer
+// with one, whose files change with the store). Every file directly under
+// a listed directory D becomes a key named by the file's name below D; each
+// D needs the marker entry {sourcePath: D, targetKey: D} in
+// spec.secretObject.data, which writes no key. A missing or different
+// marker, an empty list or a name that is no Secret key is an invalid
+// SecretSync (ControllerSyncError, before any provider call); a key from
+// two places, a file deeper than one level and a file name that is no
+// Secret key fail the sync (RemoteSecretStoreFetchFailed) naming files and
+// keys; an empty directory gives no keys. A key gone from the answer is
+// removed by the next apply, which leaves it out. So that syncHash and the
+// comparison with the cached Secret cover whatever keys the directories
+// gave, the cache marks the data keys only another field manager owns
+// (from managedFields, foreignKeysMark): the directories' keys of the
+// Secret are all keys but those, and another writer's keys neither count
+// nor make a sync.
+//
 // # What it refuses
 //
 // The Secret is always the SecretSync's namesake in the SecretSync's
