@@ -131,66 +131,74 @@ func TestSecretSyncDataFrom(t *testing.T) {
 			strings.Contains(ev.Message, "removed keys a"), nil
 	})
 
-	t.Run("a refresh that changes nothing writes nothing", func(t *testing.T) {
-		before := f.secret(t, key).ResourceVersion
-		annotate(t, f, key, rotation.RefreshAnnotation, "r2")
-		poll.Until(t, "handledRefresh r2", func(ctx context.Context) (bool, error) {
-			return f.get(t, key).Status.HandledRefresh == "r2", nil
-		})
-		if after := f.secret(t, key).ResourceVersion; after != before {
-			t.Errorf("the Secret was written (resourceVersion %s → %s) though nothing changed", before, after)
-		}
-		// A later change's event comes after any the rounds before emitted.
-		p.set("app/b", "value-b2", "app/c", "value-c2", "app/d", "value-d3", "db", "admin")
-		annotate(t, f, key, rotation.RefreshAnnotation, "r3")
-		poll.Until(t, "the event adding d", func(ctx context.Context) (bool, error) {
-			ev := findEvent(f.events(t, ns, "creds"), secretsync.ReasonSecretUpdated)
-			return ev != nil && strings.Contains(ev.Message, "added keys d"), nil
-		})
-		var updates []string
-		for _, e := range f.events(t, ns, "creds") {
-			if e.Reason == secretsync.ReasonSecretUpdated {
-				updates = append(updates, e.Message)
-			}
-			if strings.Contains(e.Message, "other") {
-				t.Errorf("event %s names the other writer's key: %q", e.Reason, e.Message)
-			}
-		}
-		if len(updates) != 2 {
-			t.Errorf("SecretUpdated events %q, want two: r1's and r3's", updates)
-		}
-		if got := stringData(f.secret(t, key)); got["other"] != "theirs" || got["d"] != "value-d3" {
-			t.Errorf("Secret keys %v, want d added and the other writer's key kept", slices.Sorted(maps.Keys(got)))
-		}
-		assertNoValues(t, f.events(t, ns, "creds"), "value-", "admin", "theirs")
-	})
+	t.Run("a refresh that changes nothing writes nothing", func(t *testing.T) { checkDataFromQuiet(t, f, p, key) })
+	t.Run("a directory without its marker entry", func(t *testing.T) { checkDataFromNoMarker(t, f, ns) })
+}
 
-	t.Run("a directory without its marker entry", func(t *testing.T) {
-		bad := secretSync(ns, "no-marker", "db", "user")
-		bad.Annotations = map[string]string{secretsync.AnnotationDataFrom: "app"}
-		if err := f.c.Create(t.Context(), bad); err != nil {
-			t.Fatal(err)
-		}
-		k := types.NamespacedName{Namespace: ns, Name: "no-marker"}
-		var got *ss1.SecretSync
-		poll.Until(t, "Ready=False ControllerSyncError", func(ctx context.Context) (bool, error) {
-			got = f.get(t, k)
-			return conditionIs(got, ss1.ConditionSecretCreated, metav1.ConditionFalse, ss1.ReasonControllerSyncError) &&
-				conditionIs(got, ss1.ConditionReady, metav1.ConditionFalse, ss1.ReasonControllerSyncError), nil
-		})
-		msg := conditionMessage(got, ss1.ConditionReady)
-		for _, w := range []string{secretsync.AnnotationDataFrom, `"app"`, "{sourcePath: app, targetKey: app}"} {
-			if !strings.Contains(msg, w) {
-				t.Errorf("message %q lacks %s", msg, w)
-			}
-		}
-		poll.Until(t, "a Warning event naming the annotation", func(ctx context.Context) (bool, error) {
-			ev := findEvent(f.events(t, ns, "no-marker"), ss1.ReasonControllerSyncError)
-			return ev != nil && ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, secretsync.AnnotationDataFrom), nil
-		})
-		var s corev1.Secret
-		if err := f.c.Get(t.Context(), k, &s); err == nil {
-			t.Errorf("a Secret no-marker was written with keys %v", keys(s.Data))
-		}
+// checkDataFromQuiet: a refresh with the same answer writes nothing, and no
+// event ever names the other writer's key.
+func checkDataFromQuiet(t *testing.T, f *fixture, p *dirProvider, key types.NamespacedName) {
+	ns := key.Namespace
+	before := f.secret(t, key).ResourceVersion
+	annotate(t, f, key, rotation.RefreshAnnotation, "r2")
+	poll.Until(t, "handledRefresh r2", func(ctx context.Context) (bool, error) {
+		return f.get(t, key).Status.HandledRefresh == "r2", nil
 	})
+	if after := f.secret(t, key).ResourceVersion; after != before {
+		t.Errorf("the Secret was written (resourceVersion %s → %s) though nothing changed", before, after)
+	}
+	// A later change's event comes after any the rounds before emitted.
+	p.set("app/b", "value-b2", "app/c", "value-c2", "app/d", "value-d3", "db", "admin")
+	annotate(t, f, key, rotation.RefreshAnnotation, "r3")
+	poll.Until(t, "the event adding d", func(ctx context.Context) (bool, error) {
+		ev := findEvent(f.events(t, ns, "creds"), secretsync.ReasonSecretUpdated)
+		return ev != nil && strings.Contains(ev.Message, "added keys d"), nil
+	})
+	var updates []string
+	for _, e := range f.events(t, ns, "creds") {
+		if e.Reason == secretsync.ReasonSecretUpdated {
+			updates = append(updates, e.Message)
+		}
+		if strings.Contains(e.Message, "other") {
+			t.Errorf("event %s names the other writer's key: %q", e.Reason, e.Message)
+		}
+	}
+	if len(updates) != 2 {
+		t.Errorf("SecretUpdated events %q, want two: r1's and r3's", updates)
+	}
+	if got := stringData(f.secret(t, key)); got["other"] != "theirs" || got["d"] != "value-d3" {
+		t.Errorf("Secret keys %v, want d added and the other writer's key kept", slices.Sorted(maps.Keys(got)))
+	}
+	assertNoValues(t, f.events(t, ns, "creds"), "value-", "admin", "theirs")
+}
+
+// checkDataFromNoMarker: a listed directory without its marker entry is
+// refused before any write, naming the annotation and the fix.
+func checkDataFromNoMarker(t *testing.T, f *fixture, ns string) {
+	bad := secretSync(ns, "no-marker", "db", "user")
+	bad.Annotations = map[string]string{secretsync.AnnotationDataFrom: "app"}
+	if err := f.c.Create(t.Context(), bad); err != nil {
+		t.Fatal(err)
+	}
+	k := types.NamespacedName{Namespace: ns, Name: "no-marker"}
+	var got *ss1.SecretSync
+	poll.Until(t, "Ready=False ControllerSyncError", func(ctx context.Context) (bool, error) {
+		got = f.get(t, k)
+		return conditionIs(got, ss1.ConditionSecretCreated, metav1.ConditionFalse, ss1.ReasonControllerSyncError) &&
+			conditionIs(got, ss1.ConditionReady, metav1.ConditionFalse, ss1.ReasonControllerSyncError), nil
+	})
+	msg := conditionMessage(got, ss1.ConditionReady)
+	for _, w := range []string{secretsync.AnnotationDataFrom, `"app"`, "{sourcePath: app, targetKey: app}"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("message %q lacks %s", msg, w)
+		}
+	}
+	poll.Until(t, "a Warning event naming the annotation", func(ctx context.Context) (bool, error) {
+		ev := findEvent(f.events(t, ns, "no-marker"), ss1.ReasonControllerSyncError)
+		return ev != nil && ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, secretsync.AnnotationDataFrom), nil
+	})
+	var s corev1.Secret
+	if err := f.c.Get(t.Context(), k, &s); err == nil {
+		t.Errorf("a Secret no-marker was written with keys %v", keys(s.Data))
+	}
 }
