@@ -231,6 +231,8 @@ func convertReads(t *testing.T) []convertRead {
 // Versions of the input convert reads.
 const (
 	esoAPI = "external-secrets.io/v1"
+	// esoBetaAPI is read as esoAPI: the same schema.
+	esoBetaAPI = "external-secrets.io/v1beta1"
 	kesAPI = "kubernetes-client.io/v1"
 )
 
@@ -334,7 +336,7 @@ func casesOf(t *testing.T, r convertRead) []convertCase {
 			out = append(out, convertCase{name: "KES " + backend, manifest: kesExternalSecret(backend, ""), provider: "aws",
 				args: []string{"--service-account", "web"}})
 		}
-	case esoAPI:
+	case esoAPI, esoBetaAPI:
 		if !slices.Contains(r.kinds, "ExternalSecret") {
 			t.Errorf("row %d: ESO kinds %q without ExternalSecret", r.line, r.kinds)
 		}
@@ -344,13 +346,15 @@ func casesOf(t *testing.T, r convertRead) []convertCase {
 			}
 			for _, p := range r.providers {
 				for _, section := range esoSections(t, r, p) {
-					out = append(out, convertCase{name: fmt.Sprintf("ESO %s %s %s", kind, p, section.name),
-						manifest: docs(esoStore(kind, section.yaml), esoExternalSecret(kind, "")), provider: p})
+					manifest := docs(esoStore(kind, section.yaml), esoExternalSecret(kind, ""))
+					manifest = strings.ReplaceAll(manifest, "apiVersion: "+esoAPI+"\n", "apiVersion: "+r.apiVersion+"\n")
+					out = append(out, convertCase{name: fmt.Sprintf("ESO %s %s %s %s", r.apiVersion, kind, p, section.name),
+						manifest: manifest, provider: p})
 				}
 			}
 		}
 	default:
-		t.Errorf("row %d: apiVersion %q: the test knows %s and %s", r.line, r.apiVersion, esoAPI, kesAPI)
+		t.Errorf("row %d: apiVersion %q: the test knows %s, %s and %s", r.line, r.apiVersion, esoAPI, esoBetaAPI, kesAPI)
 	}
 	return out
 }

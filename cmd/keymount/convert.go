@@ -35,8 +35,9 @@ const convertUsage = `Usage: keymount convert -f FILE [-f FILE...] [flags]
 Converts External Secrets manifests into a SecretProviderClass and a
 SecretSync each, which make keymount-controller write the same Secret:
 
-  External Secrets Operator ExternalSecrets (external-secrets.io/v1), with
-  the SecretStore or ClusterSecretStore each names:
+  External Secrets Operator ExternalSecrets (external-secrets.io/v1 and
+  external-secrets.io/v1beta1), with the SecretStore or ClusterSecretStore
+  each names:
     provider aws: services SecretsManager and ParameterStore (class provider aws)
     provider vault: KV versions v1 and v2, login auth.kubernetes (class provider vault)
   Kubernetes External Secrets ExternalSecrets (kubernetes-client.io/v1):

@@ -58,7 +58,7 @@ func Convert(inputs []Input, opts Options) (*Result, error) {
 	cv := &converter{opts: opts, stores: map[string]*document{}}
 	for i := range docs {
 		d := &docs[i]
-		if d.apiVersion == esoVersion && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore") {
+		if isESO(d.apiVersion) && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore") {
 			meta := field(d.fields, "metadata")
 			ns := str(cv.noIssues(), "", meta, "namespace")
 			cv.stores[storeKey(d.kind, ns, str(cv.noIssues(), "", meta, "name"))] = d
@@ -105,15 +105,15 @@ func (cv *converter) checkNames(list []*conversion) {
 func (cv *converter) convertDocument(d *document) *conversion {
 	group, _, _ := strings.Cut(d.apiVersion, "/")
 	switch {
-	case d.apiVersion == esoVersion && d.kind == "ExternalSecret":
+	case isESO(d.apiVersion) && d.kind == "ExternalSecret":
 		return cv.convertESO(d)
 	case d.apiVersion == kesVersion && d.kind == "ExternalSecret":
 		return cv.convertKES(d)
-	case d.apiVersion == esoVersion && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore"):
+	case isESO(d.apiVersion) && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore"):
 		return nil
 	case group == esoGroup || strings.HasSuffix(group, "."+esoGroup) || group == "kubernetes-client.io":
 		is := cv.issuesFor(d.where)
-		is.unsupported("", "%s %s: keymount convert reads %s ExternalSecret, SecretStore and ClusterSecretStore, and %s ExternalSecret", d.apiVersion, d.kind, esoVersion, kesVersion)
+		is.unsupported("", "%s %s: keymount convert reads %s and %s ExternalSecret, SecretStore and ClusterSecretStore, and %s ExternalSecret", d.apiVersion, d.kind, esoVersion, esoV1beta1, kesVersion)
 	default:
 		is := cv.issuesFor(d.where)
 		is.note("", "ignored: %s %s is not an External Secrets object", d.apiVersion, d.kind)

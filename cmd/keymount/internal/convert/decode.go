@@ -18,8 +18,14 @@ import (
 const (
 	esoGroup   = "external-secrets.io"
 	esoVersion = esoGroup + "/v1"
+	// esoV1beta1 is the same schema for every field convert reads: still in
+	// most Git repositories, and served by ESO beside v1.
+	esoV1beta1 = esoGroup + "/v1beta1"
 	kesVersion = "kubernetes-client.io/v1"
 )
+
+// isESO reports whether apiVersion is one of ESO's that convert reads.
+func isESO(apiVersion string) bool { return apiVersion == esoVersion || apiVersion == esoV1beta1 }
 
 // Input is one stream of YAML documents: a file or stdin.
 type Input struct {

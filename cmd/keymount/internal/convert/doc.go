@@ -1,5 +1,5 @@
 // Package convert turns External Secrets manifests into keymount's: an
-// External Secrets Operator ExternalSecret (external-secrets.io/v1) with its
+// External Secrets Operator ExternalSecret (external-secrets.io/v1 or v1beta1) with its
 // SecretStore or ClusterSecretStore for AWS Secrets Manager or Parameter
 // Store (provider aws) or for Vault's KV engine, version 1 or 2, with
 // Kubernetes auth (provider vault), or a Kubernetes External Secrets
