@@ -408,3 +408,36 @@ func wantErr(t *testing.T, err error, code codes.Code, substr string) {
 		t.Errorf("error %q holds a value", err)
 	}
 }
+
+// TestMotoFindReadsAfterMaxListedAge: a find listing confirms cached values
+// for MaxListedAge only (ListSecrets is eventually consistent): the found
+// secrets are then read again, together, in full batches.
+func TestMotoFindReadsAfterMaxListedAge(t *testing.T) {
+	f := setupMoto(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	hc := &countingClient{calls: map[string]int{}}
+	s := store.New(store.Config{Endpoint: f.endpoint, Clock: clk, HTTPClient: hc})
+	req := motoRequest([]spec.Object{findObject(t, spec.SecretsManager, "bulk", spec.Find{Path: "bulk/"})})
+	if _, err := s.Fetch(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	wantCalls(t, hc.take(), map[string]int{opList: 1, opBatch: 2})
+	refreshes := int(store.DefaultMaxListedAge / store.DefaultFreshness)
+	for i := 1; i <= refreshes; i++ {
+		clk.Step(store.DefaultFreshness)
+		res, err := s.Fetch(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int{opList: 1}
+		if i == refreshes {
+			want[opBatch] = 2
+		}
+		if got := hc.take(); !maps.Equal(got, want) {
+			t.Errorf("refresh %d (%v after the read): calls %v, want %v", i, time.Duration(i)*store.DefaultFreshness, got, want)
+		}
+		if got := contents(res)["bulk/bulk_s7"]; got != "sv7" {
+			t.Errorf("refresh %d: bulk/bulk_s7 = %q, want sv7", i, got)
+		}
+	}
+}
