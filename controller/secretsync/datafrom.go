@@ -31,7 +31,7 @@ const AnnotationDataFrom = "keymount.io/data-from"
 var errDataFrom = errors.New("invalid " + AnnotationDataFrom)
 
 // dataFromDirs returns the directories of the SecretSync's
-// keymount.io/data-from annotation, sorted, each once; none without the
+// keymount.io/data-from annotation, in its order, each once; none without the
 // annotation. It checks that each is a valid Secret key with its marker
 // entry in spec.secretObject.data, and that no other entry reads it.
 func dataFromDirs(ss *ss1.SecretSync) ([]string, error) {
@@ -39,22 +39,21 @@ func dataFromDirs(ss *ss1.SecretSync) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	set := map[string]struct{}{}
+	var dirs []string
 	for d := range strings.SplitSeq(v, ",") {
-		if d = strings.TrimSpace(d); d == "" {
+		if d = strings.TrimSpace(d); d == "" || slices.Contains(dirs, d) {
 			continue
 		}
 		if msgs := validation.IsConfigMapKey(d); len(msgs) > 0 {
 			return nil, fmt.Errorf("%w: annotation %s: %q is not a usable directory name (%s): list top-level directories of the provider's answer (object aliases), comma-separated",
 				errDataFrom, AnnotationDataFrom, d, strings.Join(msgs, "; "))
 		}
-		set[d] = struct{}{}
+		dirs = append(dirs, d)
 	}
-	if len(set) == 0 {
+	if len(dirs) == 0 {
 		return nil, fmt.Errorf("%w: annotation %s lists no directory: list the directories of the provider's answer, comma-separated, or remove it",
 			errDataFrom, AnnotationDataFrom)
 	}
-	dirs := slices.Sorted(maps.Keys(set))
 	for _, d := range dirs {
 		if err := checkMarker(ss, d); err != nil {
 			return nil, err
@@ -90,35 +89,39 @@ func isMarker(e ss1.SecretObjectData, dirs []string) bool {
 }
 
 // expandDirs adds to data a key for every file directly under one of dirs,
-// named by the file's name below it. sources names where each key of data
-// came from, for the message of a collision; expandDirs adds its own. Its
-// errors name files and keys, never contents.
-func expandDirs(typ corev1.SecretType, dirs []string, byPath map[string][]byte, data map[string][]byte, sources map[string]string) error {
+// named by the file's name below it, with External Secrets' precedence
+// (dataFrom entries in order, each overriding the ones before, then
+// spec.data overriding them all): a key of spec.data (explicit, named in
+// sources) keeps its value, and a directory's key replaces the same key of
+// a directory listed before it. Its errors name files and keys, never
+// contents.
+func expandDirs(typ corev1.SecretType, dirs []string, byPath map[string][]byte, data map[string][]byte, explicit map[string]string) error {
 	if len(dirs) == 0 {
 		return nil
 	}
-	for _, p := range slices.Sorted(maps.Keys(byPath)) {
-		dir, name, ok := strings.Cut(p, "/")
-		if !ok || !slices.Contains(dirs, dir) {
-			continue
+	paths := slices.Sorted(maps.Keys(byPath))
+	for _, dir := range dirs {
+		for _, p := range paths {
+			name, ok := strings.CutPrefix(p, dir+"/")
+			if !ok {
+				continue
+			}
+			if strings.Contains(name, "/") {
+				return fmt.Errorf("file %q is more than one level below directory %q of annotation %s: only the files directly under it become keys",
+					p, dir, AnnotationDataFrom)
+			}
+			if msgs := validation.IsConfigMapKey(name); len(msgs) > 0 {
+				return fmt.Errorf("file %q of directory %q (annotation %s): %q is not a valid Secret key: %s", p, dir, AnnotationDataFrom, name, strings.Join(msgs, "; "))
+			}
+			if _, ok := explicit[name]; ok {
+				continue // spec.data's key wins, as ESO's data wins over dataFrom
+			}
+			b, err := secretValue(typ, name, byPath[p])
+			if err != nil {
+				return fmt.Errorf("file %q of directory %q (annotation %s) for key %q of a %s Secret: %w", p, dir, AnnotationDataFrom, name, typ, err)
+			}
+			data[name] = b
 		}
-		if strings.Contains(name, "/") {
-			return fmt.Errorf("file %q is more than one level below directory %q of annotation %s: only the files directly under it become keys",
-				p, dir, AnnotationDataFrom)
-		}
-		if msgs := validation.IsConfigMapKey(name); len(msgs) > 0 {
-			return fmt.Errorf("file %q of directory %q (annotation %s): %q is not a valid Secret key: %s", p, dir, AnnotationDataFrom, name, strings.Join(msgs, "; "))
-		}
-		src := fmt.Sprintf("file %q of directory %q (annotation %s)", p, dir, AnnotationDataFrom)
-		if other, taken := sources[name]; taken {
-			return fmt.Errorf("key %q comes from both %s and %s: rename one of them", name, other, src)
-		}
-		b, err := secretValue(typ, name, byPath[p])
-		if err != nil {
-			return fmt.Errorf("%s for key %q of a %s Secret: %w", src, name, typ, err)
-		}
-		data[name] = b
-		sources[name] = src
 	}
 	return nil
 }

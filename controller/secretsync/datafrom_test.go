@@ -93,7 +93,7 @@ func TestDataFromExpands(t *testing.T) {
 	})
 }
 
-// TestDataFromRefuses: a key from two sources, a deeper path and a file
+// TestDataFromRefuses: a deeper path and a file
 // name that is no Secret key fail the sync naming the files and keys,
 // never a value.
 func TestDataFromRefuses(t *testing.T) {
@@ -102,16 +102,6 @@ func TestDataFromRefuses(t *testing.T) {
 		files []string
 		want  []string
 	}{
-		"an explicit key and a file": {
-			ss:    dataFrom("app", "app", "app", "db", "password"),
-			files: []string{"db", "value-one", "app/password", "value-two"},
-			want:  []string{`key "password"`, `sourcePath "db"`, `file "app/password"`},
-		},
-		"two directories": {
-			ss:    dataFrom("app,found", "app", "app", "found", "found"),
-			files: []string{"app/x", "value-one", "found/x", "value-two"},
-			want:  []string{`key "x"`, `file "app/x"`, `file "found/x"`},
-		},
 		"a deeper path": {
 			ss:    dataFrom("app", "app", "app"),
 			files: []string{"app/a", "value-one", "app/sub/b", "value-two"},
@@ -300,5 +290,20 @@ func TestForeignKeysMark(t *testing.T) {
 	c := currentContent(spec("Opaque", "a", "a"), s)
 	if got := slices.Sorted(maps.Keys(c.data)); !slices.Equal(got, []string{"a"}) {
 		t.Errorf("without %s the current keys are %v, want the spec's a", AnnotationDataFrom, got)
+	}
+}
+
+// TestDataFromPrecedence: a key from two sources takes External Secrets'
+// precedence: dataFrom entries (the annotation's directories) in order,
+// each overriding those before, then spec.data overriding them all.
+func TestDataFromPrecedence(t *testing.T) {
+	ss := dataFrom("found,app", "app", "app", "found", "found", "db", "password")
+	c, err := desiredContent(ss, files("db", "explicit", "app/password", "from-app", "app/x", "app-x", "found/x", "found-x", "found/y", "found-y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"password": "explicit", "x": "app-x", "y": "found-y"}
+	if d := cmp.Diff(want, valuesOf(c.data)); d != "" {
+		t.Errorf("keys (-want +got):\n%s", d)
 	}
 }

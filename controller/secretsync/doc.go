@@ -27,10 +27,12 @@
 // D needs the marker entry {sourcePath: D, targetKey: D} in
 // spec.secretObject.data, which writes no key. A missing or different
 // marker, an empty list or a name that is no Secret key is an invalid
-// SecretSync (ControllerSyncError, before any provider call); a key from
-// two places, a file deeper than one level and a file name that is no
-// Secret key fail the sync (RemoteSecretStoreFetchFailed) naming files and
-// keys; an empty directory gives no keys. A key gone from the answer is
+// SecretSync (ControllerSyncError, before any provider call). A key from
+// two places takes External Secrets' precedence: the directories in the
+// annotation's order, each overriding those before, then spec.data's keys.
+// A file deeper than one level and a file name that is no Secret key fail
+// the sync (RemoteSecretStoreFetchFailed) naming files and keys; an empty
+// directory gives no keys. A key gone from the answer is
 // removed by the next apply, which leaves it out. So that syncHash and the
 // comparison with the cached Secret cover whatever keys the directories
 // gave, the cache marks the data keys only another field manager owns
