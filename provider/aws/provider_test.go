@@ -123,6 +123,63 @@ func TestMountAgainstMoto(t *testing.T) {
 	}
 }
 
+// TestMountDataFromAgainstMoto: a class's extract and find objects, parsed
+// from its parameters, mount every field of a JSON secret and every secret
+// and parameter found, each under its object's alias, with paths the
+// provider kit accepts.
+func TestMountDataFromAgainstMoto(t *testing.T) {
+	endpoint := motoserver.Start(t)
+	seed(t, endpoint)
+	tokens, iss := newVerifier(t)
+	p, err := aws.New(noderegion.New(noderegion.Config{Region: region}, nil), tokens, &staticIdentity{}, store.New(store.Config{Endpoint: endpoint}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := `
+- objectName: app/db
+  objectType: secretsmanager
+  objectAlias: db
+  extract: {}
+- objectType: secretsmanager
+  objectAlias: secrets
+  find: {path: app/, rewrite: [{regexp: {source: "/", target: "-"}}]}
+- objectType: ssmparameter
+  objectAlias: params
+  find: {path: /app, name: {regexp: url}}
+`
+	res, err := p.Mount(t.Context(), &server.MountRequest{
+		Attributes: shopWeb(t, iss, map[string]string{"objects": objects}),
+		Permission: 0o644,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range res.Files {
+		if err := server.ValidatePath(f.Path); err != nil {
+			t.Errorf("file %q: %v", f.Path, err)
+		}
+		got[f.Path] = string(f.Contents)
+	}
+	want := map[string]string{
+		"db/username":     "app",
+		"db/password":     "pw-1",
+		"secrets/app-db":  `{"username":"app","password":"pw-1"}`,
+		"params/_app_url": "https://db.internal",
+	}
+	if len(got) != len(want) {
+		t.Errorf("files %v, want %v", keys(got), keys(want))
+	}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("file %q = %q, want %q (files: %v)", name, got[name], v, keys(got))
+		}
+	}
+	if len(res.Versions) != 3 {
+		t.Errorf("versions = %v, want one per object", res.Versions)
+	}
+}
+
 // missingARN names a secret moto does not have.
 const missingARN = "arn:aws:secretsmanager:" + region + ":123456789012:secret:missing-AbCdEf"
 
