@@ -233,7 +233,7 @@ const (
 	esoAPI = "external-secrets.io/v1"
 	// esoBetaAPI is read as esoAPI: the same schema.
 	esoBetaAPI = "external-secrets.io/v1beta1"
-	kesAPI = "kubernetes-client.io/v1"
+	kesAPI     = "kubernetes-client.io/v1"
 )
 
 // esoStore is a SecretStore or ClusterSecretStore named "store" of the

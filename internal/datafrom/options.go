@@ -30,7 +30,7 @@ const (
 // target}`. ESO's `transform` (a Go template per key) is refused with a
 // pointer to regexp.
 type Rewrite struct {
-	Regexp    *RegexpRewrite `json:"regexp,omitempty"`
+	Regexp    *RegexpRewrite    `json:"regexp,omitempty"`
 	Transform *TransformRewrite `json:"transform,omitempty"`
 }
 
