@@ -2,6 +2,7 @@ package datafrom
 
 import (
 	"encoding/base64"
+	"errors"
 	"strings"
 	"testing"
 
@@ -47,7 +48,7 @@ func TestExtract(t *testing.T) {
 func TestExtractRefusesWhatIsNotAnObject(t *testing.T) {
 	c := compile(t, Options{})
 	for _, v := range []string{`"text"`, `[1,2]`, `42`, `null`, `not json`, `{"a":1} {"b":2}`, ``} {
-		if _, err := c.Extract([]byte(v)); err != ErrNotObject {
+		if _, err := c.Extract([]byte(v)); !errors.Is(err, ErrNotObject) {
 			t.Errorf("Extract(%q): %v, want ErrNotObject", v, err)
 		}
 	}

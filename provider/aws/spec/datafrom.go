@@ -95,7 +95,7 @@ func parseFind(p *problems, at string, f *findEntry, t ObjectType) *Find {
 			p.addf("%s.tags: a tag key is empty; name the tag", at)
 		}
 	}
-	c, err := f.Options.Compile(at)
+	c, err := f.Compile(at)
 	p.addAll(err)
 	out.Keys = c
 	return out
