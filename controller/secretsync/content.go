@@ -129,10 +129,8 @@ func desiredContent(ss *secretsyncv1alpha1.SecretSync, files []*v1alpha1.File) (
 		return nil, err
 	}
 	c := &content{
-		typ:         secretType(ss),
-		data:        make(map[string][]byte, len(ss.Spec.SecretObject.Data)),
-		labels:      map[string]string{},
-		annotations: map[string]string{},
+		typ:  secretType(ss),
+		data: make(map[string][]byte, len(ss.Spec.SecretObject.Data)),
 	}
 	sources := make(map[string]string, len(ss.Spec.SecretObject.Data))
 	for _, d := range ss.Spec.SecretObject.Data {
@@ -156,10 +154,19 @@ func desiredContent(ss *secretsyncv1alpha1.SecretSync, files []*v1alpha1.File) (
 	if err := renderTemplates(ss, byPath, c.data); err != nil {
 		return nil, err
 	}
+	m := metaContent(ss)
+	c.labels, c.annotations = m.labels, m.annotations
+	return c, nil
+}
+
+// metaContent is the content's labels and annotations: spec.secretObject's,
+// and the label secrets-store.sync.x-k8s.io: "".
+func metaContent(ss *secretsyncv1alpha1.SecretSync) *content {
+	c := &content{labels: map[string]string{}, annotations: map[string]string{}}
 	maps.Copy(c.labels, ss.Spec.SecretObject.Labels)
 	c.labels[secretsyncv1alpha1.LabelSecretSync] = ""
 	maps.Copy(c.annotations, ss.Spec.SecretObject.Annotations)
-	return c, nil
+	return c
 }
 
 // secretValue is the value of key in a Secret of type typ made from the
@@ -311,6 +318,21 @@ func hashContent(ss *secretsyncv1alpha1.SecretSync, class *secretsstorev1.Secret
 		ClassUID: string(class.UID), ClassGeneration: class.Generation,
 		SyncUID: string(ss.UID), SyncGeneration: ss.Generation,
 		ForceSynchronization: ss.Spec.ForceSynchronization,
-		Templates:            templateTexts(ss),
+		Templates:            hashedAnnotations(ss),
 	}
+}
+
+// hashedAnnotations are the annotations of the SecretSync that syncHash
+// covers: its templates and its non-default Secret policies (an invalid
+// policy fails the sync whatever the hash).
+func hashedAnnotations(ss *secretsyncv1alpha1.SecretSync) map[string]string {
+	out := templateTexts(ss)
+	p, _ := policiesOf(ss)
+	for k, v := range p.hashed() {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
 }

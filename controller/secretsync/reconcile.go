@@ -49,8 +49,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	now := r.Clock.Now()
+	pol, polErr := policiesOf(&ss)
+	if polErr == nil && pol.creation == CreationNone {
+		return retryConflict(r.notWritten(ctx, &ss, now))
+	}
 	st := r.stateOf(&ss)
-	existing, conflict, err := r.ownSecret(ctx, &ss)
+	existing, conflict, err := r.ownSecret(ctx, &ss, pol)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -59,7 +63,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, e := range policyErrs {
 		klog.V(2).InfoS("refresh policy annotation ignored", "secretSync", klog.KObj(&ss), "err", e)
 	}
-	upToDate := conflict == "" && classErr == nil && existing != nil && readyFor(&ss) &&
+	upToDate := polErr == nil && conflict == "" && classErr == nil && existing != nil && readyFor(&ss) &&
 		r.currentHash(ctx, &ss, class, existing) == ss.Status.SyncHash
 	p := r.decide(&ss, policy, st, upToDate, now)
 	if p.why == "" {
@@ -75,13 +79,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var f *failure
 	var out *synced
 	switch {
+	case polErr != nil: // before any store call
+		f = newFailure(existing != nil, ss1.ReasonControllerSyncError, ResultInvalid, "%v", polErr)
 	case conflict != "":
 		f = newFailure(false, ss1.ReasonSecretConflict, ResultConflict, "%s", conflict)
 	case classErr != nil:
 		f = newFailure(existing != nil, ss1.ReasonSecretProviderClassMisconfigured, ResultClass,
 			ss1.MessageFormatClassNotFound, ss.Spec.SecretProviderClassName, classErr)
 	default:
-		out, f = r.sync(ctx, &ss, class, existing)
+		out, f = r.sync(ctx, &ss, pol, class, existing)
 	}
 	if f != nil {
 		return retryConflict(r.failed(ctx, &ss, st, f, p.why == whyTriggered, handled, now))
@@ -122,11 +128,12 @@ func (r *Reconciler) class(ctx context.Context, ss *ss1.SecretSync) (*secretssto
 	return &c, nil
 }
 
-// ownSecret returns the SecretSync's Secret when it exists and the
-// SecretSync owns it; a message naming the conflict when a Secret of that
-// name exists that the SecretSync does not own. A Secret without the label
-// is not in the cache and is read live.
-func (r *Reconciler) ownSecret(ctx context.Context, ss *ss1.SecretSync) (*corev1.Secret, string, error) {
+// ownSecret returns the SecretSync's Secret when it exists and creation
+// policy p lets the SecretSync write it (policies.owns: one it created, or
+// any with Merge); a message naming the conflict when a Secret of that
+// name exists that it may not write. A Secret without the label is not in
+// the cache and is read live.
+func (r *Reconciler) ownSecret(ctx context.Context, ss *ss1.SecretSync, p policies) (*corev1.Secret, string, error) {
 	var s corev1.Secret
 	key := types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}
 	err := r.Client.Get(ctx, key, &s)
@@ -140,10 +147,8 @@ func (r *Reconciler) ownSecret(ctx context.Context, ss *ss1.SecretSync) (*corev1
 	case err != nil:
 		return nil, "", fmt.Errorf("read Secret %s: %w", key, err)
 	}
-	for _, ref := range s.OwnerReferences {
-		if ref.UID == ss.UID {
-			return &s, "", nil
-		}
+	if p.owns(ss, &s) {
+		return &s, "", nil
 	}
 	return nil, conflictMessage(&s), nil
 }
@@ -162,7 +167,8 @@ func conflictMessage(s *corev1.Secret) string {
 		}
 	}
 	return fmt.Sprintf("Secret %q already exists and is not owned by this SecretSync (%s); "+
-		"keymount-controller writes only Secrets it created: delete or rename that Secret, or rename the SecretSync", s.Name, owner)
+		"keymount-controller writes only Secrets it created: delete or rename that Secret, rename the SecretSync, "+
+		"or set annotation %s: Merge to write only this SecretSync's keys into it", s.Name, owner, AnnotationCreationPolicy)
 }
 
 // failed records a failed sync: status, event, metric, backoff.
@@ -279,4 +285,22 @@ func retryConflict(res ctrl.Result, err error) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: minRequeue}, nil
 	}
 	return res, err
+}
+
+// notWritten records creation policy None: no provider call, no Secret
+// written; Ready=True says so. syncHash is cleared, so that another
+// policy syncs at once.
+func (r *Reconciler) notWritten(ctx context.Context, ss *ss1.SecretSync, now time.Time) (ctrl.Result, error) {
+	r.state.forget(ss.UID)
+	next := func(old ss1.SecretSyncStatus) ss1.SecretSyncStatus {
+		st := *old.DeepCopy()
+		initConditions(&st, ss.Generation)
+		keepGenerations(&st, ss.Generation)
+		setCondition(&st, ss.Generation, ss1.ConditionReady, metav1.ConditionTrue, ReasonCreationPolicyNone, MessageCreationPolicyNone)
+		st.ObservedGeneration = ss.Generation
+		st.SyncHash = ""
+		st.Objects = nil
+		return st
+	}
+	return ctrl.Result{}, r.writeStatus(ctx, ss, next, false, now)
 }

@@ -161,7 +161,8 @@ const classIndex = "spec.secretProviderClassName"
 
 // SetupWithManager validates opts and adds the SecretSync reconciler to
 // mgr: it watches SecretSyncs (a new generation or annotation), the Secrets
-// they own and the classes they name. The manager's cache must hold Secrets
+// they write (by name: an Orphan or Merge Secret has no owner reference)
+// and the classes they name. The manager's cache must hold Secrets
 // with secretsyncv1alpha1.LabelSecretSync only (CacheOptions).
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	r, err := newReconciler(opts.Config, opts.Deps)
@@ -182,11 +183,21 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("secretsync").
 		For(&secretsyncv1alpha1.SecretSync{}, builder.WithPredicates(changed)).
-		Owns(&corev1.Secret{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(namesake)).
 		Watches(&secretsstorev1.SecretProviderClass{}, handler.EnqueueRequestsFromMapFunc(r.syncsOfClass),
 			builder.WithPredicates(changed)).
 		WithOptions(ctrlOptions(opts.Workers)).
 		Complete(r)
+}
+
+// namesake names the SecretSync a cached Secret (one with the label)
+// belongs to: the SecretSync of its name and namespace, whether it owns
+// the Secret by owner reference (creation policy Owner), by
+// AnnotationSecretSyncUID (Orphan) or merges into it (Merge). A Secret of
+// no SecretSync names one that does not exist, which the reconcile finds
+// gone.
+func namesake(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
 }
 
 // syncsOfClass names the SecretSyncs of a class's namespace that use it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -44,15 +45,18 @@ type synced struct {
 }
 
 // sync fetches the SecretSync's objects and writes its Secret when it
-// differs. existing is the Secret the SecretSync owns, nil when there is
-// none.
-func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, class *secretsstorev1.SecretProviderClass, existing *corev1.Secret) (*synced, *failure) {
+// differs, as its policies p say. existing is the Secret the SecretSync
+// may write (policies.owns), nil when there is none.
+func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, p policies, class *secretsstorev1.SecretProviderClass, existing *corev1.Secret) (*synced, *failure) {
 	created := existing != nil
 	if f := checkReserved(ss, created); f != nil {
 		return nil, f
 	}
 	if _, err := dataFromDirs(ss); err != nil { // before any store call
 		return nil, newFailure(created, ss1.ReasonControllerSyncError, ResultInvalid, "%v", err)
+	}
+	if p.creation == CreationMerge && existing == nil {
+		return nil, newFailure(false, ReasonMergeTargetMissing, ResultInvalid, MessageFormatMergeTargetMissing, ss.Name, AnnotationCreationPolicy)
 	}
 	tok, err := r.Tokens.Tokens(ctx, ss.Namespace, ss.Spec.ServiceAccountName, r.cfg.Audiences)
 	if err != nil {
@@ -71,10 +75,7 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, class *secret
 	resp, err := r.Providers.Mount(ctx, provider, req)
 	r.Metrics.ProviderCall(provider, status.Code(err), r.Clock.Since(start))
 	if err != nil {
-		if errors.Is(err, providerclient.ErrProviderNotFound) {
-			return nil, newFailure(created, ss1.ReasonSecretProviderClassMisconfigured, ResultClass, ss1.MessageFormatClassNotFound, class.Name, err)
-		}
-		return nil, newFailure(created, ss1.ReasonProviderError, ResultProvider, ss1.MessageFormatFetchFailed, err)
+		return nil, r.mountFailed(ctx, ss, p, class, existing, err)
 	}
 	want, err := desiredContent(ss, resp.GetFiles())
 	if errors.Is(err, errDataFrom) {
@@ -91,6 +92,9 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, class *secret
 		klog.ErrorS(err, "no syncHash key", "secretSync", klog.KObj(ss))
 		return nil, newFailure(created, ss1.ReasonControllerSyncError, ResultHash, "%s", ss1.MessageHashFailed)
 	}
+	if p.creation == CreationMerge {
+		want.typ = existing.Type // another's Secret: its type stays
+	}
 	// Compared and hashed as digests, the form of the cached Secret.
 	wantDigests := want.digested()
 	out := &synced{hash: h.Sum(hashContent(ss, class, wantDigests)), objects: objectsOf(resp.GetObjectVersion())}
@@ -100,15 +104,29 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, class *secret
 		// a template annotation no longer names is removed by applying
 		// without it, so a new hash (spec, class or templates changed)
 		// applies even when the wanted keys hold their values.
-		if out.old.equal(wantDigests) && ownedOnly(ss, existing) && out.hash == ss.Status.SyncHash {
+		if out.old.equal(wantDigests) && p.ownedAsWanted(ss, existing) && out.hash == ss.Status.SyncHash {
 			return out, nil
 		}
 	}
-	if err := r.apply(ctx, ss, existing, want); err != nil {
+	if err := r.apply(ctx, ss, p, existing, want); err != nil {
 		return nil, newFailure(created, ss1.ReasonControllerPatchError, ResultApply, ss1.MessageFormatPatchFailed, ss.Name, err)
 	}
 	out.written = wantDigests
 	return out, nil
+}
+
+// mountFailed is the failure of a failed Mount call. The provider's
+// NotFound (the data is gone from the store) first applies a deletion
+// policy other than Retain (dataGone).
+func (r *Reconciler) mountFailed(ctx context.Context, ss *ss1.SecretSync, p policies, class *secretsstorev1.SecretProviderClass, existing *corev1.Secret, err error) *failure {
+	created := existing != nil
+	if errors.Is(err, providerclient.ErrProviderNotFound) {
+		return newFailure(created, ss1.ReasonSecretProviderClassMisconfigured, ResultClass, ss1.MessageFormatClassNotFound, class.Name, err)
+	}
+	if status.Code(err) == codes.NotFound && p.deletion != DeletionRetain {
+		return r.dataGone(ctx, ss, p, existing, err)
+	}
+	return newFailure(created, ss1.ReasonProviderError, ResultProvider, ss1.MessageFormatFetchFailed, err)
 }
 
 // checkReserved refuses spec labels and annotations under the controller's
