@@ -4,22 +4,28 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 )
 
 // NamespaceSet is a set of namespaces given as reflector gives it: a comma
-// list of names or regular expressions, and a label selector. A namespace
-// is in the set when a pattern matches its whole name or the selector
-// matches its labels; every namespace is when both are empty. The zero
-// value holds every namespace.
+// list of names or regular expressions, and a label selector (keymount
+// adds more selectors, OR-ed: WithSelectors). A namespace is in the set
+// when a pattern matches its whole name or a selector matches its labels;
+// every namespace is when both are empty. The zero value holds every
+// namespace.
 type NamespaceSet struct {
 	patterns    []*regexp.Regexp
-	selector    labels.Selector
+	selectors   []labels.Selector
 	hasPatterns bool
 	hasSelector bool
 }
+
+// SelectorSeparator separates the label selectors of a WithSelectors
+// list: a character no label selector holds (selectors use commas).
+const SelectorSeparator = ";"
 
 // ParseNamespaceSet parses a pattern list and a label selector. Items
 // split on commas, blank ones dropped, each trimmed. A pattern matches a
@@ -50,14 +56,42 @@ func ParseNamespaceSet(list, selector string) (NamespaceSet, error) {
 	switch {
 	case selector == "":
 	case strings.TrimSpace(selector) == "":
-		s.selector = labels.Everything()
+		s.selectors = append(s.selectors, labels.Everything())
 	default:
 		sel, err := labels.Parse(selector)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("namespace selector %q: %w", selector, err))
 		} else {
-			s.selector = sel
+			s.selectors = append(s.selectors, sel)
 		}
+	}
+	return s, errors.Join(errs...)
+}
+
+// WithSelectors returns s with the label selectors of list (separated by
+// SelectorSeparator, each trimmed, blank ones dropped) OR-ed to its own:
+// a namespace any of them selects is in the set (External Secrets'
+// ClusterExternalSecret namespaceSelectors). A list that is set counts
+// even when it holds nothing (no namespace is selected by it); a selector
+// that does not parse selects nothing, and the error names it.
+func (s NamespaceSet) WithSelectors(list string) (NamespaceSet, error) {
+	if list == "" {
+		return s, nil
+	}
+	s.hasSelector = true
+	s.selectors = slices.Clone(s.selectors)
+	var errs []error
+	for _, item := range strings.Split(list, SelectorSeparator) {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		sel, err := labels.Parse(item)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("namespace selector %q: %w", item, err))
+			continue
+		}
+		s.selectors = append(s.selectors, sel)
 	}
 	return s, errors.Join(errs...)
 }
@@ -74,7 +108,12 @@ func (s NamespaceSet) Matches(name string, nsLabels map[string]string) bool {
 	if s.MatchesName(name) {
 		return true
 	}
-	return s.selector != nil && s.selector.Matches(labels.Set(nsLabels))
+	for _, sel := range s.selectors {
+		if sel.Matches(labels.Set(nsLabels)) {
+			return true
+		}
+	}
+	return false
 }
 
 // MatchesName reports whether a pattern of s matches the whole name.

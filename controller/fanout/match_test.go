@@ -87,6 +87,49 @@ func TestNamespaceSetSelector(t *testing.T) {
 	}
 }
 
+// TestNamespaceSetWithSelectors: selectors OR-ed with each other, with
+// reflector's own selector and with the names; a list set but empty
+// selects nothing, an invalid item nothing while the rest still select.
+func TestNamespaceSetWithSelectors(t *testing.T) {
+	prod := map[string]string{"env": "prod", "team": "a"}
+	dev := map[string]string{"env": "dev", "team": "b"}
+	for _, tc := range []struct {
+		list, selector, more string
+		name                 string
+		labels               map[string]string
+		want                 bool
+	}{
+		{"", "", "env=prod;team=b", "x", prod, true},
+		{"", "", "env=prod;team=b", "x", dev, true},
+		{"", "", "env=prod ; team in (c,d)", "x", dev, false},
+		{"", "team=b", "env=prod", "x", dev, true},
+		{"x", "", "env=prod", "x", dev, true},
+		{"y", "", "env=prod", "x", dev, false},
+		// set but empty: selects nothing (the set is not empty).
+		{"", "", " ; ", "x", prod, false},
+		// both requirements of one selector must hold.
+		{"", "", "env=prod,team=b", "x", prod, false},
+	} {
+		s, err := ParseNamespaceSet(tc.list, tc.selector)
+		if err == nil {
+			s, err = s.WithSelectors(tc.more)
+		}
+		if err != nil {
+			t.Fatalf("%q %q %q: %v", tc.list, tc.selector, tc.more, err)
+		}
+		if got := s.Matches(tc.name, tc.labels); got != tc.want {
+			t.Errorf("list %q selector %q selectors %q on %s %v: %v, want %v", tc.list, tc.selector, tc.more, tc.name, tc.labels, got, tc.want)
+		}
+	}
+	s, err := NamespaceSet{}.WithSelectors("env in (;team=b")
+	if err == nil || !regexp.MustCompile(regexp.QuoteMeta(`"env in ("`)).MatchString(err.Error()) {
+		t.Errorf("error %v does not name the unparsable selector", err)
+	}
+	if s.Matches("x", prod) || !s.Matches("x", dev) {
+		t.Error("an unparsable selector matched, or the valid one beside it did not")
+	}
+}
+
 // TestNamespaceSetInvalidFailsClosed: what does not parse matches nothing,
 // is named in the error, and the rest still matches.
 func TestNamespaceSetInvalidFailsClosed(t *testing.T) {

@@ -35,6 +35,16 @@ const (
 	AnnotationReflectedAt      = Prefix + "reflected-at"
 )
 
+// keymount's additions on a source: label selectors separated by
+// fanout.SelectorSeparator (";"), OR-ed with each other and with
+// reflector's single selector of the same set — what External Secrets'
+// ClusterExternalSecret namespaceSelectors say, which one selector cannot
+// (keymount convert writes them). reflector ignores them.
+const (
+	AnnotationAllowedNamespacesSelectors = "keymount.io/reflection-allowed-namespaces-selectors"
+	AnnotationAutoNamespacesSelectors    = "keymount.io/reflection-auto-namespaces-selectors"
+)
+
 // WriterName is the fanout.LabelCopy value of the copies this package
 // writes.
 const WriterName = "reflector"
@@ -79,14 +89,22 @@ func PropertiesOf(a map[string]string) Properties {
 	}
 	var errs []error
 	var err error
-	if p.AllowedNamespaces, err = fanout.ParseNamespaceSet(a[AnnotationAllowedNamespaces], a[AnnotationAllowedNamespacesSelector]); err != nil {
+	if p.AllowedNamespaces, err = namespaceSet(a, AnnotationAllowedNamespaces, AnnotationAllowedNamespacesSelector, AnnotationAllowedNamespacesSelectors); err != nil {
 		errs = append(errs, fmt.Errorf("reflection-allowed-namespaces: %w", err))
 	}
-	if p.AutoNamespaces, err = fanout.ParseNamespaceSet(a[AnnotationAutoNamespaces], a[AnnotationAutoNamespacesSelector]); err != nil {
+	if p.AutoNamespaces, err = namespaceSet(a, AnnotationAutoNamespaces, AnnotationAutoNamespacesSelector, AnnotationAutoNamespacesSelectors); err != nil {
 		errs = append(errs, fmt.Errorf("reflection-auto-namespaces: %w", err))
 	}
 	p.Err = errors.Join(errs...)
 	return p
+}
+
+// namespaceSet reads one set: reflector's list and selector, and
+// keymount's further selectors.
+func namespaceSet(a map[string]string, list, selector, selectors string) (fanout.NamespaceSet, error) {
+	s, err := fanout.ParseNamespaceSet(a[list], a[selector])
+	more, merr := s.WithSelectors(a[selectors])
+	return more, errors.Join(err, merr)
 }
 
 // IsAutoSource reports whether copies are made automatically.
