@@ -14,10 +14,13 @@ import (
 
 // convertConfig is every flag of "keymount convert".
 type convertConfig struct {
-	files          fileList
-	output         string
-	partial        bool
-	serviceAccount string
+	files            fileList
+	output           string
+	partial          bool
+	serviceAccount   string
+	roleARN          string
+	podIdentity      bool
+	clusterNamespace string
 }
 
 // fileList is a repeatable -f.
@@ -35,13 +38,23 @@ const convertUsage = `Usage: keymount convert -f FILE [-f FILE...] [flags]
 Converts External Secrets manifests into a SecretProviderClass and a
 SecretSync each, which make keymount-controller write the same Secret:
 
-  External Secrets Operator ExternalSecrets (external-secrets.io/v1 and
-  external-secrets.io/v1beta1), with the SecretStore or ClusterSecretStore
-  each names:
+  External Secrets Operator ExternalSecrets and ClusterExternalSecrets
+  (external-secrets.io/v1 and external-secrets.io/v1beta1), with the
+  SecretStore or ClusterSecretStore each names:
     provider aws: services SecretsManager and ParameterStore (class provider aws)
     provider vault: KV versions v1 and v2, login auth.kubernetes (class provider vault)
   Kubernetes External Secrets ExternalSecrets (kubernetes-client.io/v1):
     backends secretsManager and systemManager (class provider aws)
+
+A ClusterExternalSecret becomes one SecretProviderClass and SecretSync in
+--cluster-namespace (written with its Namespace) whose Secret
+keymount-controller's fan-out (--enable-fanout) copies into every namespace
+the ClusterExternalSecret selects, and removes from those that stop
+matching. A store on External Secrets' controller identity (no auth, or a
+role to assume) reads as a ServiceAccount keymount-<store> that convert
+writes in the SecretSync's namespace, with the role (the store's role, else
+--role-arn) as IRSA's eks.amazonaws.com/role-arn, or for EKS Pod Identity
+(--pod-identity) the association to make listed on stderr.
 
 Whatever cannot be expressed is listed on stderr with its field path, and
 keymount exits 1 without output unless --partial is given. Nothing is sent
@@ -57,7 +70,10 @@ func newConvertFlags(cfg *convertConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.output, "o", "", "write the output to this `file` instead of stdout")
 	fs.StringVar(&cfg.output, "output", "", "same as -o")
 	fs.BoolVar(&cfg.partial, "partial", false, "write what can be converted even when some fields cannot (they are still listed on stderr), and exit 0")
-	fs.StringVar(&cfg.serviceAccount, "service-account", "", "the SecretSync's serviceAccountName where the input names none (Kubernetes External Secrets; a store without jwt auth)")
+	fs.StringVar(&cfg.serviceAccount, "service-account", "", "the SecretSync's serviceAccountName where the input names none (Kubernetes External Secrets; a store without jwt auth, role or --role-arn)")
+	fs.StringVar(&cfg.roleARN, "role-arn", "", "the IAM `role` External Secrets' controller read as: an AWS store without auth or role reads as a ServiceAccount keymount-<store> written with it")
+	fs.BoolVar(&cfg.podIdentity, "pod-identity", false, "the ServiceAccounts convert writes read with EKS Pod Identity (their classes set usePodIdentity; the associations to make are listed on stderr) instead of IRSA's annotation")
+	fs.StringVar(&cfg.clusterNamespace, "cluster-namespace", convert.DefaultClusterNamespace, "the `namespace` of ClusterExternalSecrets' SecretProviderClasses and SecretSyncs (convert writes it)")
 	return fs
 }
 
@@ -78,7 +94,10 @@ func convertCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 		return err
 	}
 	defer closeAll()
-	res, err := convert.Convert(inputs, convert.Options{ServiceAccount: cfg.serviceAccount})
+	res, err := convert.Convert(inputs, convert.Options{
+		ServiceAccount: cfg.serviceAccount, RoleARN: cfg.roleARN,
+		PodIdentity: cfg.podIdentity, ClusterNamespace: cfg.clusterNamespace,
+	})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,16 @@ type Options struct {
 	// ServiceAccount is the SecretSync's serviceAccountName where the input
 	// names none (KES; an ESO store without jwt auth).
 	ServiceAccount string
+	// RoleARN is the IAM role of External Secrets' controller: an AWS store
+	// without auth or role reads as a ServiceAccount keymount-<store>
+	// written with it (before ServiceAccount).
+	RoleARN string
+	// PodIdentity: the ServiceAccounts written read with EKS Pod Identity
+	// (no IRSA annotation; their classes set usePodIdentity).
+	PodIdentity bool
+	// ClusterNamespace holds ClusterExternalSecrets' SecretSyncs
+	// (DefaultClusterNamespace when empty).
+	ClusterNamespace string
 }
 
 // Result is the outcome of a conversion.
@@ -72,6 +82,7 @@ func Convert(inputs []Input, opts Options) (*Result, error) {
 		}
 	}
 	cv.checkNames(res.conversions)
+	cv.checkServiceAccounts(res.conversions)
 	res.Issues = dedupe(cv.issues)
 	return res, nil
 }
@@ -107,13 +118,15 @@ func (cv *converter) convertDocument(d *document) *conversion {
 	switch {
 	case isESO(d.apiVersion) && d.kind == "ExternalSecret":
 		return cv.convertESO(d)
+	case isESO(d.apiVersion) && d.kind == "ClusterExternalSecret":
+		return cv.convertCES(d)
 	case d.apiVersion == kesVersion && d.kind == "ExternalSecret":
 		return cv.convertKES(d)
 	case isESO(d.apiVersion) && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore"):
 		return nil
 	case group == esoGroup || strings.HasSuffix(group, "."+esoGroup) || group == "kubernetes-client.io":
 		is := cv.issuesFor(d.where)
-		is.unsupported("", "%s %s: keymount convert reads %s and %s ExternalSecret, SecretStore and ClusterSecretStore, and %s ExternalSecret", d.apiVersion, d.kind, esoVersion, esoV1beta1, kesVersion)
+		is.unsupported("", "%s %s: keymount convert reads %s and %s ExternalSecret, ClusterExternalSecret, SecretStore and ClusterSecretStore, and %s ExternalSecret", d.apiVersion, d.kind, esoVersion, esoV1beta1, kesVersion)
 	default:
 		is := cv.issuesFor(d.where)
 		is.note("", "ignored: %s %s is not an External Secrets object", d.apiVersion, d.kind)
@@ -158,7 +171,7 @@ func (cv *converter) finish(c *conversion) {
 	case c.serviceAccount == "" && c.provider == "vault":
 		is.unsupported("", "no ServiceAccount to log in to Vault as: keymount logs in with Kubernetes auth as a ServiceAccount of the SecretSync's namespace %q, not as External Secrets' controller; bind one to the Vault role (auth.kubernetes.serviceAccountRef) or pass --service-account NAME", c.namespace)
 	case c.serviceAccount == "":
-		is.unsupported("", "no ServiceAccount to read as: keymount reads as a ServiceAccount of the SecretSync's namespace %q (IRSA or Pod Identity), not as External Secrets' controller or its static keys; give one the role and pass --service-account NAME", c.namespace)
+		is.unsupported("", "no ServiceAccount to read as: keymount reads as a ServiceAccount of the SecretSync's namespace %q (IRSA or Pod Identity), not as External Secrets' controller or its static keys; pass --role-arn ARN (the controller's role: convert writes a ServiceAccount with it) or --service-account NAME (one that has a role)", c.namespace)
 	}
 	if len(c.keys) == 0 {
 		is.unsupported("spec.data", "no key could be converted; the SecretSync needs at least one")

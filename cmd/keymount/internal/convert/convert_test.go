@@ -33,6 +33,7 @@ func TestGolden(t *testing.T) {
 		{name: "eso-template"},
 		{name: "eso-datafrom"},
 		{name: "eso-vault"},
+		{name: "eso-cluster", opts: Options{RoleARN: "arn:aws:iam::111122223333:role/external-secrets"}},
 		{name: "eso-vault-unsupported", issues: true},
 		{name: "kes-secretsmanager", opts: Options{ServiceAccount: "web"}},
 		{name: "eso-unsupported", issues: true},
@@ -135,6 +136,19 @@ func checkOutput(t *testing.T, out []byte) {
 				if !validKey(d.SourcePath) || !validKey(d.TargetKey) {
 					t.Errorf("document %d: %+v refused by the CRD's pattern", i, d)
 				}
+			}
+		case "ServiceAccount", "Namespace":
+			var o struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+				Metadata   struct {
+					Name        string            `json:"name"`
+					Namespace   string            `json:"namespace"`
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+			}
+			if err := yaml.UnmarshalStrict([]byte(doc), &o); err != nil || o.APIVersion != "v1" || o.Metadata.Name == "" {
+				t.Errorf("document %d: not a v1 %s: %v", i, meta.Kind, err)
 			}
 		default:
 			t.Errorf("document %d: kind %q", i, meta.Kind)

@@ -24,20 +24,23 @@ func (cv *converter) convertESO(d *document) *conversion {
 	meta := field(d.fields, "metadata")
 	ns, name := str(cv.noIssues(), "", meta, "namespace"), str(cv.noIssues(), "", meta, "name")
 	is := cv.issuesFor("ExternalSecret " + objectName(ns, name))
-	specFields := field(d.fields, "spec")
+	return cv.convertESOSpec(is, ns, name, field(d.fields, "spec"))
+}
+
+// convertESOSpec converts the spec of the ExternalSecret ns/name (also a
+// ClusterExternalSecret's externalSecretSpec); is names the object.
+func (cv *converter) convertESOSpec(is issues, ns, name string, specFields map[string]any) *conversion {
 	unknownFields(is, "spec", specFields, esoSpecFields...)
 	c := &conversion{source: is.object, namespace: ns, className: name, syncName: name}
 	st := cv.esoStore(is, ns, field(specFields, "secretStoreRef"))
 	if st == nil {
 		return nil
 	}
-	c.region, c.serviceAccount, c.provider = st.region, st.serviceAccount, "aws"
+	c.region, c.provider = st.region, "aws"
 	if st.vault != nil {
 		c.provider, c.vaultParams = "vault", st.vault.params
 	}
-	if c.serviceAccount == "" {
-		c.serviceAccount = cv.opts.ServiceAccount
-	}
+	cv.identity(c, st)
 	cv.esoTarget(is, c, field(specFields, "target"))
 	c.syncAnnotations = esoRefresh(is, specFields)
 	for i, e := range items(specFields, "data") {

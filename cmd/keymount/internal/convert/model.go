@@ -37,6 +37,15 @@ type conversion struct {
 	syncAnnotations map[string]string
 	// writable is false when no SecretSync can be written, even partially.
 	writable bool
+	// newServiceAccount is the ServiceAccount the output writes for the
+	// SecretSync (identity.go), nil for one that exists; podIdentity: the
+	// class reads with EKS Pod Identity.
+	newServiceAccount *serviceAccount
+	podIdentity       bool
+	// cluster: a ClusterExternalSecret's, in the cluster namespace (the
+	// output writes the Namespace); syncLabels are the SecretSync's labels.
+	cluster    bool
+	syncLabels map[string]string
 }
 
 // secretKey is one key of the Secret: a provider file, or a template.

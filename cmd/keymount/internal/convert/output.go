@@ -22,7 +22,16 @@ const (
 type outMeta struct {
 	Name        string            `yaml:"name"`
 	Namespace   string            `yaml:"namespace,omitempty"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
 	Annotations map[string]string `yaml:"annotations,omitempty"`
+}
+
+// outNamespace is the cluster namespace, written with the first
+// ClusterExternalSecret's objects.
+type outNamespace struct {
+	APIVersion string  `yaml:"apiVersion"`
+	Kind       string  `yaml:"kind"`
+	Metadata   outMeta `yaml:"metadata"`
 }
 
 type outClass struct {
@@ -79,6 +88,9 @@ func (c *conversion) parameters() (map[string]string, error) {
 	if c.region != "" {
 		p[spec.KeyRegion] = c.region
 	}
+	if c.podIdentity {
+		p[spec.KeyUsePodIdentity] = "true"
+	}
 	return p, nil
 }
 
@@ -120,7 +132,7 @@ func (c *conversion) sync() *outSync {
 	}
 	return &outSync{
 		APIVersion: syncAPIVersion, Kind: "SecretSync",
-		Metadata: outMeta{Name: c.syncName, Namespace: c.namespace, Annotations: c.syncAnnotations},
+		Metadata: outMeta{Name: c.syncName, Namespace: c.namespace, Labels: c.syncLabels, Annotations: c.syncAnnotations},
 		Spec: outSyncSpec{
 			SecretProviderClassName: c.className, ServiceAccountName: c.serviceAccount,
 			SecretObject: outSecretObject{Type: typ, Labels: c.labels, Annotations: c.annotations, Data: data},
@@ -129,9 +141,12 @@ func (c *conversion) sync() *outSync {
 }
 
 // Write writes the SecretProviderClass and the SecretSync of every
-// converted ExternalSecret, in input order, as YAML documents.
+// converted ExternalSecret, in input order, as YAML documents; before
+// them, once each, the Namespace of ClusterExternalSecrets' SecretSyncs
+// and the ServiceAccounts convert writes.
 func (r *Result) Write(w io.Writer) error {
 	var buf bytes.Buffer
+	written := map[string]bool{}
 	for _, c := range r.conversions {
 		if !c.writable {
 			continue
@@ -140,7 +155,16 @@ func (r *Result) Write(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		for _, obj := range []any{class, c.sync()} {
+		var objs []any
+		if c.cluster && !written["Namespace "+c.namespace] {
+			written["Namespace "+c.namespace] = true
+			objs = append(objs, &outNamespace{APIVersion: "v1", Kind: "Namespace", Metadata: outMeta{Name: c.namespace}})
+		}
+		if sa := c.newServiceAccount; sa != nil && !written["ServiceAccount "+sa.key()] {
+			written["ServiceAccount "+sa.key()] = true
+			objs = append(objs, sa.object())
+		}
+		for _, obj := range append(objs, class, c.sync()) {
 			fmt.Fprintf(&buf, "---\n# converted by keymount convert from %s\n", c.source)
 			enc := yaml.NewEncoder(&buf)
 			enc.SetIndent(2)

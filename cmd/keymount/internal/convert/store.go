@@ -18,6 +18,11 @@ type esoStoreInfo struct {
 	serviceAccount string
 	// vault is set for a Vault store.
 	vault *esoVault
+	// name is the store's; role its spec.provider.aws.role (the role External
+	// Secrets assumed); staticKeys: its auth is secretRef.
+	name       string
+	role       string
+	staticKeys bool
 }
 
 // esoStore resolves spec.secretStoreRef in the input and reads the store.
@@ -48,6 +53,7 @@ func (cv *converter) esoStore(is issues, namespace string, ref map[string]any) *
 	if sis.count() > before {
 		is.unsupported(path, "its %s has fields keymount cannot express (above)", kind)
 	}
+	st.name = name
 	return st
 }
 
@@ -94,15 +100,15 @@ func readESOStore(is issues, d *document, esNamespace string) *esoStoreInfo {
 		is.unsupported(apath+".service", "%q: keymount reads SecretsManager and ParameterStore", svc)
 		return nil
 	}
-	if role := str(is, apath, aws, "role"); role != "" {
-		is.unsupported(apath+".role", "keymount does not chain roles: it reads as the ServiceAccount's own IRSA role; annotate the ServiceAccount with eks.amazonaws.com/role-arn: %s (and let that role trust the cluster's OIDC issuer for it)", role)
-	}
+	// role: keymount reads as that role directly (identity.go).
+	st.role = str(is, apath, aws, "role")
 	for _, k := range []string{"additionalRoles", "externalID", "sessionTags", "transitiveTagKeys"} {
 		if _, ok := aws[k]; ok {
 			is.unsupported(apath+"."+k, "keymount does not chain roles: it reads as the ServiceAccount's own IRSA role")
 		}
 	}
 	st.serviceAccount = esoAuth(is, apath+".auth", field(aws, "auth"), esNamespace)
+	_, st.staticKeys = field(aws, "auth")["secretRef"]
 	return st
 }
 
