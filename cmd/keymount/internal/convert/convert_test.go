@@ -32,6 +32,7 @@ func TestGolden(t *testing.T) {
 		{name: "eso-parameterstore"},
 		{name: "eso-template"},
 		{name: "eso-datafrom"},
+		{name: "eso-policies"},
 		{name: "eso-vault"},
 		{name: "eso-cluster", opts: Options{RoleARN: "arn:aws:iam::111122223333:role/external-secrets"}},
 		{name: "eso-vault-unsupported", issues: true},

@@ -43,6 +43,7 @@ func (cv *converter) convertESOSpec(is issues, ns, name string, specFields map[s
 	cv.identity(c, st)
 	cv.esoTarget(is, c, field(specFields, "target"))
 	c.syncAnnotations = esoRefresh(is, specFields)
+	esoPolicies(is, c, field(specFields, "target"))
 	for i, e := range items(specFields, "data") {
 		cv.esoData(is, c, st, index("spec.data", i), e)
 	}
@@ -67,16 +68,58 @@ func (cv *converter) esoTarget(is issues, c *conversion, t map[string]any) {
 	if n := str(is, path, t, "name"); n != "" {
 		c.syncName = n
 	}
-	if p := str(is, path, t, "creationPolicy"); p != "" && p != "Owner" {
-		is.unsupported(path+".creationPolicy", "%q: keymount's SecretSync always owns the Secret it writes (as Owner); hand an existing Secret over or delete it first", p)
-	}
-	if p := str(is, path, t, "deletionPolicy"); p != "" && p != "Retain" {
-		is.unsupported(path+".deletionPolicy", "%q: keymount keeps the Secret as it was when the store value is gone (as Retain)", p)
-	}
 	if v, ok := t["immutable"].(bool); ok && v {
 		is.unsupported(path+".immutable", "keymount writes mutable Secrets")
 	}
 	c.secretTemplate(is, path+".template", field(t, "template"), esoTemplateFields...)
+}
+
+// Annotations of a SecretSync that say who owns its Secret
+// (controller/secretsync): ESO's target.creationPolicy and deletionPolicy,
+// with the same values and defaults.
+const (
+	annotationCreationPolicy = "keymount.io/creation-policy"
+	annotationDeletionPolicy = "keymount.io/deletion-policy"
+)
+
+// esoPolicies maps target.creationPolicy and target.deletionPolicy to
+// keymount's annotations (the defaults, Owner and Retain, write none),
+// refusing the combinations External Secrets refuses too.
+func esoPolicies(is issues, c *conversion, t map[string]any) {
+	const path = "spec.target"
+	creation, deletion := str(is, path, t, "creationPolicy"), str(is, path, t, "deletionPolicy")
+	switch creation {
+	case "", "Owner", "Orphan", "Merge", "None":
+	default:
+		is.invalid(path+".creationPolicy", "%q is not Owner, Orphan, Merge or None", creation)
+		return
+	}
+	switch deletion {
+	case "", "Retain", "Delete", "Merge":
+	default:
+		is.invalid(path+".deletionPolicy", "%q is not Retain, Delete or Merge", deletion)
+		return
+	}
+	switch {
+	case deletion == "Delete" && (creation == "Merge" || creation == "None"):
+		is.invalid(path+".deletionPolicy", "Delete with creationPolicy %s: External Secrets refuses it too (only a Secret the controller created is deleted); use Retain or Merge", creation)
+		return
+	case deletion == "Merge" && creation == "None":
+		is.invalid(path+".deletionPolicy", "Merge with creationPolicy None: External Secrets refuses it too (there is no Secret to merge into); use Retain")
+		return
+	}
+	if creation != "" && creation != "Owner" {
+		if c.syncAnnotations == nil {
+			c.syncAnnotations = map[string]string{}
+		}
+		c.syncAnnotations[annotationCreationPolicy] = creation
+	}
+	if deletion != "" && deletion != "Retain" {
+		if c.syncAnnotations == nil {
+			c.syncAnnotations = map[string]string{}
+		}
+		c.syncAnnotations[annotationDeletionPolicy] = deletion
+	}
 }
 
 // esoRefresh maps refreshPolicy and refreshInterval to keymount's refresh
