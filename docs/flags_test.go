@@ -30,6 +30,7 @@ var otherTools = map[string]string{
 	"platform":         "docker buildx build",
 	"build-arg":        "docker buildx build",
 	"push":             "docker buildx build",
+	"cluster-name":     "aws eks create-pod-identity-association",
 }
 
 // flagMethods are the flag.FlagSet methods that define a flag, with the

@@ -347,6 +347,9 @@ func casesOf(t *testing.T, r convertRead) []convertCase {
 			for _, p := range r.providers {
 				for _, section := range esoSections(t, r, p) {
 					manifest := docs(esoStore(kind, section.yaml), esoExternalSecret(kind, ""))
+					if kind == "ClusterExternalSecret" {
+						manifest = docs(esoStore("ClusterSecretStore", section.yaml), clusterExternalSecret())
+					}
 					manifest = strings.ReplaceAll(manifest, "apiVersion: "+esoAPI+"\n", "apiVersion: "+r.apiVersion+"\n")
 					out = append(out, convertCase{name: fmt.Sprintf("ESO %s %s %s %s", r.apiVersion, kind, p, section.name),
 						manifest: manifest, provider: p})
@@ -627,6 +630,14 @@ func checkDescriptionsNameRows(t *testing.T, b *binaries, rows []convertRead) {
 	}
 }
 
+// clusterExternalSecret is a ClusterExternalSecret reading the
+// ClusterSecretStore "store" into the namespaces labelled team=a.
+func clusterExternalSecret() string {
+	r := strings.NewReplacer("{key: team-a/db}", "{key: team-a/db, property: password}",
+		"{name: store, kind: SecretStore}", "{name: store, kind: ClusterSecretStore}")
+	return r.Replace(otherKind("ClusterExternalSecret"))
+}
+
 // otherKind is an External Secrets object of another kind, holding an
 // ExternalSecret spec where its kind has one.
 func otherKind(kind string) string {
@@ -842,23 +853,26 @@ var noEquivalent = map[string]featureCheck{
 	"template.data": {exists: func(t *testing.T, f *features) bool {
 		return !convert(t, f.b, kesExternalSecret("secretsManager", "template:\n  data:\n    password: <%= data.password %>")).refuses("spec.template.data")
 	}},
-	"dataFrom":                             refusedESO(vaultStoreWith(""), "data:\n  - secretKey: password\n    remoteRef: {key: team-a/db, property: password}\ndataFrom:\n  - extract: {key: team-a/db}", "spec.dataFrom[0]"),
-	"extract.property":                     refusedESO(awsStore, awsSpec("dataFrom:\n  - extract: {key: team-a/db, property: a}"), "spec.dataFrom[0].extract.property"),
-	"rewrite.transform":                    refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{transform: {template: x}}]"), "spec.dataFrom[0].rewrite[0].transform"),
-	"rewrite.merge":                        refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{merge: {}}]"), "spec.dataFrom[0].rewrite[0].merge"),
-	"regexp":                               convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{regexp: {source: '^db', target: ''}}]"), "regexp:"),
-	"extract":                              convertsESO(awsSpec("dataFrom:\n  - extract: {key: team-a/db}"), "extract:"),
-	"find":                                 convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}"), "find:"),
-	"spec.data":                            convertsESO(awsSpec(""), "sourcePath: password"),
-	"creationPolicy: Merge":                refusedESO(awsStore, awsSpec("target:\n  creationPolicy: Merge"), "spec.target.creationPolicy"),
-	"Orphan":                               refusedESO(awsStore, awsSpec("target:\n  creationPolicy: Orphan"), "spec.target.creationPolicy"),
-	"None":                                 refusedESO(awsStore, awsSpec("target:\n  creationPolicy: None"), "spec.target.creationPolicy"),
-	"deletionPolicy":                       refusedESO(awsStore, awsSpec("target:\n  deletionPolicy: Delete"), "spec.target.deletionPolicy"),
-	"immutable":                            refusedESO(awsStore, awsSpec("target:\n  immutable: true"), "spec.target.immutable"),
-	"ClusterExternalSecret":                kindServed("ClusterExternalSecret"),
-	"Templates from elsewhere":             refusedESO(awsStore, awsSpec("target:\n  template:\n    templateFrom:\n      - configMap: {name: t, items: [{key: k}]}"), "spec.target.template.templateFrom"),
-	"Other creation and deletion policies": refusedESO(awsStore, awsSpec("target:\n  creationPolicy: Merge"), "spec.target.creationPolicy"),
-	"Writing to the store":                 kindServed("PushSecret"),
+	"dataFrom":              refusedESO(vaultStoreWith(""), "data:\n  - secretKey: password\n    remoteRef: {key: team-a/db, property: password}\ndataFrom:\n  - extract: {key: team-a/db}", "spec.dataFrom[0]"),
+	"extract.property":      refusedESO(awsStore, awsSpec("dataFrom:\n  - extract: {key: team-a/db, property: a}"), "spec.dataFrom[0].extract.property"),
+	"rewrite.transform":     refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{transform: {template: x}}]"), "spec.dataFrom[0].rewrite[0].transform"),
+	"rewrite.merge":         refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{merge: {}}]"), "spec.dataFrom[0].rewrite[0].merge"),
+	"regexp":                convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{regexp: {source: '^db', target: ''}}]"), "regexp:"),
+	"extract":               convertsESO(awsSpec("dataFrom:\n  - extract: {key: team-a/db}"), "extract:"),
+	"find":                  convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}"), "find:"),
+	"spec.data":             convertsESO(awsSpec(""), "sourcePath: password"),
+	"creationPolicy: Merge": refusedESO(awsStore, awsSpec("target:\n  creationPolicy: Merge"), "spec.target.creationPolicy"),
+	"Orphan":                refusedESO(awsStore, awsSpec("target:\n  creationPolicy: Orphan"), "spec.target.creationPolicy"),
+	"None":                  refusedESO(awsStore, awsSpec("target:\n  creationPolicy: None"), "spec.target.creationPolicy"),
+	"deletionPolicy":        refusedESO(awsStore, awsSpec("target:\n  deletionPolicy: Delete"), "spec.target.deletionPolicy"),
+	"immutable":             refusedESO(awsStore, awsSpec("target:\n  immutable: true"), "spec.target.immutable"),
+	// A ClusterExternalSecret reading each namespace's own SecretStore.
+	"ClusterExternalSecret":                           perNamespaceStoreRefused,
+	"externalSecretSpec":                              perNamespaceStoreRefused,
+	"Per-namespace stores of a ClusterExternalSecret": perNamespaceStoreRefused,
+	"Templates from elsewhere":                        refusedESO(awsStore, awsSpec("target:\n  template:\n    templateFrom:\n      - configMap: {name: t, items: [{key: k}]}"), "spec.target.template.templateFrom"),
+	"Other creation and deletion policies":            refusedESO(awsStore, awsSpec("target:\n  creationPolicy: Merge"), "spec.target.creationPolicy"),
+	"Writing to the store":                            kindServed("PushSecret"),
 	// A store naming no identity converts only with --service-account.
 	"A controller identity": {exists: func(t *testing.T, f *features) bool {
 		return convert(t, f.b, docs(esoStore("SecretStore", "aws:\n  service: SecretsManager"), esoExternalSecret("SecretStore", ""))).ok()
@@ -879,9 +893,6 @@ var noEquivalent = map[string]featureCheck{
 	}},
 	"secrets-store.csi.k8s.io/managed=true": {want: true, exists: func(t *testing.T, _ *features) bool {
 		return sourceHas(t, "cluster", `"secrets-store.csi.k8s.io/managed"`)
-	}},
-	"spec.secretObject.annotations": {want: true, exists: func(t *testing.T, _ *features) bool {
-		return fileHas(t, "deploy/crds/secret-sync.x-k8s.io_secretsyncs.yaml", "secretObject:")
 	}},
 	"keymount convert": {want: true, exists: func(t *testing.T, f *features) bool {
 		return slices.Contains(keymountCommands(t, f.b.help["keymount"]), "convert")
@@ -919,6 +930,12 @@ var noEquivalent = map[string]featureCheck{
 		return fileHas(t, "deploy/daemonset.yaml", "kubernetes.io/os: linux")
 	}},
 }
+
+// perNamespaceStoreRefused: convert refuses a ClusterExternalSecret whose
+// store is a namespaced SecretStore.
+var perNamespaceStoreRefused = featureCheck{exists: func(t *testing.T, f *features) bool {
+	return !convert(t, f.b, docs(awsStore, otherKind("ClusterExternalSecret"))).refuses("spec.externalSecretSpec.secretStoreRef.kind")
+}}
 
 func testNoEquivalentNamesNoFeature(t *testing.T, b *binaries) {
 	f := &features{b: b}
