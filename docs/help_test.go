@@ -853,25 +853,21 @@ var noEquivalent = map[string]featureCheck{
 	"template.data": {exists: func(t *testing.T, f *features) bool {
 		return !convert(t, f.b, kesExternalSecret("secretsManager", "template:\n  data:\n    password: <%= data.password %>")).refuses("spec.template.data")
 	}},
-	"dataFrom":              refusedESO(vaultStoreWith(""), "data:\n  - secretKey: password\n    remoteRef: {key: team-a/db, property: password}\ndataFrom:\n  - extract: {key: team-a/db}", "spec.dataFrom[0]"),
-	"extract.property":      refusedESO(awsStore, awsSpec("dataFrom:\n  - extract: {key: team-a/db, property: a}"), "spec.dataFrom[0].extract.property"),
-	"rewrite.transform":     refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{transform: {template: x}}]"), "spec.dataFrom[0].rewrite[0].transform"),
-	"rewrite.merge":         refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{merge: {}}]"), "spec.dataFrom[0].rewrite[0].merge"),
-	"regexp":                convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{regexp: {source: '^db', target: ''}}]"), "regexp:"),
-	"extract":               convertsESO(awsSpec("dataFrom:\n  - extract: {key: team-a/db}"), "extract:"),
-	"find":                  convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}"), "find:"),
-	"spec.data":             convertsESO(awsSpec(""), "sourcePath: password"),
-	"creationPolicy: Merge": refusedESO(awsStore, awsSpec("target:\n  creationPolicy: Merge"), "spec.target.creationPolicy"),
-	"Orphan":                refusedESO(awsStore, awsSpec("target:\n  creationPolicy: Orphan"), "spec.target.creationPolicy"),
-	"None":                  refusedESO(awsStore, awsSpec("target:\n  creationPolicy: None"), "spec.target.creationPolicy"),
-	"deletionPolicy":        refusedESO(awsStore, awsSpec("target:\n  deletionPolicy: Delete"), "spec.target.deletionPolicy"),
-	"immutable":             refusedESO(awsStore, awsSpec("target:\n  immutable: true"), "spec.target.immutable"),
+	"dataFrom":          refusedESO(vaultStoreWith(""), "data:\n  - secretKey: password\n    remoteRef: {key: team-a/db, property: password}\ndataFrom:\n  - extract: {key: team-a/db}", "spec.dataFrom[0]"),
+	"extract.property":  refusedESO(awsStore, awsSpec("dataFrom:\n  - extract: {key: team-a/db, property: a}"), "spec.dataFrom[0].extract.property"),
+	"rewrite.transform": refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{transform: {template: x}}]"), "spec.dataFrom[0].rewrite[0].transform"),
+	"rewrite.merge":     refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{merge: {}}]"), "spec.dataFrom[0].rewrite[0].merge"),
+	"regexp":            convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{regexp: {source: '^db', target: ''}}]"), "regexp:"),
+	"extract":           convertsESO(awsSpec("dataFrom:\n  - extract: {key: team-a/db}"), "extract:"),
+	"find":              convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}"), "find:"),
+	"spec.data":         convertsESO(awsSpec(""), "sourcePath: password"),
+	"immutable":         refusedESO(awsStore, awsSpec("target:\n  immutable: true"), "spec.target.immutable"),
+	"Immutable Secrets": refusedESO(awsStore, awsSpec("target:\n  immutable: true"), "spec.target.immutable"),
 	// A ClusterExternalSecret reading each namespace's own SecretStore.
 	"ClusterExternalSecret":                           perNamespaceStoreRefused,
 	"externalSecretSpec":                              perNamespaceStoreRefused,
 	"Per-namespace stores of a ClusterExternalSecret": perNamespaceStoreRefused,
 	"Templates from elsewhere":                        refusedESO(awsStore, awsSpec("target:\n  template:\n    templateFrom:\n      - configMap: {name: t, items: [{key: k}]}"), "spec.target.template.templateFrom"),
-	"Other creation and deletion policies":            refusedESO(awsStore, awsSpec("target:\n  creationPolicy: Merge"), "spec.target.creationPolicy"),
 	"Writing to the store":                            kindServed("PushSecret"),
 	// A store naming no identity converts only with --service-account.
 	"A controller identity": {exists: func(t *testing.T, f *features) bool {
@@ -884,15 +880,6 @@ var noEquivalent = map[string]featureCheck{
 	}},
 	"keymount.io/template.<key>": {want: true, exists: func(t *testing.T, _ *features) bool {
 		return sourceHas(t, "internal/template", `"keymount.io/template."`)
-	}},
-	"SecretConflict": {want: true, exists: func(t *testing.T, _ *features) bool {
-		return sourceHas(t, "apis/secretsync", `"SecretConflict"`) && sourceHas(t, "controller/secretsync", "ReasonSecretConflict")
-	}},
-	"secretObjects": {want: true, exists: func(t *testing.T, _ *features) bool {
-		return fileHas(t, "deploy/crds/secrets-store.csi.x-k8s.io_secretproviderclasses.yaml", "secretObjects:")
-	}},
-	"secrets-store.csi.k8s.io/managed=true": {want: true, exists: func(t *testing.T, _ *features) bool {
-		return sourceHas(t, "cluster", `"secrets-store.csi.k8s.io/managed"`)
 	}},
 	"keymount convert": {want: true, exists: func(t *testing.T, f *features) bool {
 		return slices.Contains(keymountCommands(t, f.b.help["keymount"]), "convert")
