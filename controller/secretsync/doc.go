@@ -14,7 +14,8 @@
 // Secret's tls.crt and tls.key split from PEM or PKCS#12 as secretObjects
 // split them (internal/tlsbundle.Part), spec.secretObject's labels and
 // annotations, the label secrets-store.sync.x-k8s.io: "" and exactly one
-// owner reference, to the SecretSync (controller: true). The Secret is
+// owner reference, to the SecretSync (controller: true; see the creation
+// policies below for the other owners). The Secret is
 // written by server-side apply with field manager FieldManager, and only
 // when it differs from the Secret in the cache.
 //
@@ -40,14 +41,43 @@
 // Secret are all keys but those, and another writer's keys neither count
 // nor make a sync.
 //
+// # Who owns the Secret: keymount.io/creation-policy, keymount.io/deletion-policy
+//
+// External Secrets' target.creationPolicy and deletionPolicy, as
+// annotations on the SecretSync (policy.go; upstream's spec unchanged),
+// with the same values, defaults and outcomes. AnnotationCreationPolicy:
+// Owner (the default) writes the one owner reference; Orphan writes none
+// (the Secret outlives the SecretSync) and proves ownership by the
+// SecretSync's UID in AnnotationSecretSyncUID instead; Merge never creates
+// the Secret (ReasonMergeTargetMissing, retried with backoff, the store
+// not read) and applies only its keys, labels and annotations, no type and
+// no owner reference, so server-side apply keeps every other field
+// manager's fields and removes only keys FieldManager alone wrote; deleting
+// the SecretSync leaves its keys, as ESO does. None writes nothing and
+// calls no provider (Ready=True, ReasonCreationPolicyNone).
+// AnnotationDeletionPolicy acts when Mount fails with gRPC NotFound (the
+// provider kit's ErrNotFound: the data is gone from the store): Retain (the
+// default) keeps the Secret (ProviderError); Delete deletes it, bound to
+// its UID (only Owner and Orphan: one the SecretSync created); Merge
+// applies no keys, removing the SecretSync's and keeping the Secret and
+// others' keys. Both report ReasonProviderDataNotFound and retry with
+// backoff, so data back in the store is written again. The answer is one
+// for the whole class: one object gone of several counts as all. Invalid
+// values and ESO's refused combinations (Delete with Merge or None, Merge
+// deletion with None) are ControllerSyncError before any store call. The
+// policies enter syncHash (with the templates) when not the defaults.
+// Orphan and Merge Secrets carry no owner reference, so Secrets are watched
+// by name (namesake), not by owner.
+//
 // # What it refuses
 //
 // The Secret is always the SecretSync's namesake in the SecretSync's
 // namespace. A Secret of that name that does not carry an owner reference to
-// this SecretSync (by UID) is never written: SecretCreated=False with reason
-// SecretConflict naming its owner. Once the Secret exists, every apply is
-// bound to its UID, so a Secret deleted and re-created by someone else in
-// between is not taken over.
+// this SecretSync (by UID), nor its UID in AnnotationSecretSyncUID, is never
+// written (unless the creation policy is Merge): SecretCreated=False with
+// reason SecretConflict naming its owner. Once the Secret exists, every
+// apply is bound to its UID, so a Secret deleted and re-created by someone
+// else in between is not taken over.
 //
 // # When it syncs
 //
