@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,8 +39,9 @@ const (
 // provider (the code keymount-provider-aws runs) on a unix socket against
 // moto_server, and keymount-controller's SecretSync reconciler against both.
 type cluster struct {
-	cs kubernetes.Interface
-	c  client.Client // uncached
+	cs  kubernetes.Interface
+	c   client.Client // uncached
+	cfg *rest.Config
 }
 
 // startCluster starts the cluster; the AWS provider reads from endpoint in
@@ -53,7 +55,7 @@ func startCluster(t *testing.T, endpoint, region string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &cluster{cs: kubernetes.NewForConfigOrDie(env.Config)}
+	cl := &cluster{cs: kubernetes.NewForConfigOrDie(env.Config), cfg: env.Config}
 	if cl.c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
