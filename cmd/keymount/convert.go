@@ -71,7 +71,7 @@ func newConvertFlags(cfg *convertConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.output, "output", "", "same as -o")
 	fs.BoolVar(&cfg.partial, "partial", false, "write what can be converted even when some fields cannot (they are still listed on stderr), and exit 0")
 	fs.StringVar(&cfg.serviceAccount, "service-account", "", "the SecretSync's serviceAccountName where the input names none (Kubernetes External Secrets; a store without jwt auth, role or --role-arn)")
-	fs.StringVar(&cfg.roleARN, "role-arn", "", "the IAM `role` External Secrets' controller read as: an AWS store without auth or role reads as a ServiceAccount keymount-<store> written with it")
+	fs.StringVar(&cfg.roleARN, "role-arn", "", "the IAM `role` External Secrets' controller read as: an AWS store without auth or role, or whose jwt serviceAccountRef is of another namespace, reads as a ServiceAccount keymount-<store> written with it")
 	fs.BoolVar(&cfg.podIdentity, "pod-identity", false, "the ServiceAccounts convert writes read with EKS Pod Identity (their classes set usePodIdentity; the associations to make are listed on stderr) instead of IRSA's annotation")
 	fs.StringVar(&cfg.clusterNamespace, "cluster-namespace", convert.DefaultClusterNamespace, "the `namespace` of ClusterExternalSecrets' SecretProviderClasses and SecretSyncs (convert writes it)")
 	return fs

@@ -149,3 +149,38 @@ func mustConvert(t *testing.T, in string, opts Options) *Result {
 	}
 	return res
 }
+
+// TestCentralServiceAccount: a ClusterSecretStore whose jwt auth names
+// External Secrets' own ServiceAccount (another namespace) reads, with
+// --role-arn, as a ServiceAccount convert writes with that role.
+func TestCentralServiceAccount(t *testing.T) {
+	in := `apiVersion: external-secrets.io/v1
+kind: ClusterSecretStore
+metadata: {name: central}
+spec:
+  provider:
+    aws:
+      service: SecretsManager
+      region: eu-west-1
+      auth: {jwt: {serviceAccountRef: {name: external-secrets, namespace: external-secrets}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: e, namespace: team-a}
+spec:
+  secretStoreRef: {name: central, kind: ClusterSecretStore}
+  data:
+    - {secretKey: k, remoteRef: {key: a/b}}
+`
+	res := mustConvert(t, in, Options{RoleARN: "arn:aws:iam::1:role/eso"})
+	var out bytes.Buffer
+	if err := res.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"name: keymount-central\n  namespace: team-a\n  annotations:\n    eks.amazonaws.com/role-arn: arn:aws:iam::1:role/eso\n", "serviceAccountName: keymount-central\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	checkOutput(t, out.Bytes())
+}

@@ -26,8 +26,9 @@ type Options struct {
 	// names none (KES; an ESO store without jwt auth).
 	ServiceAccount string
 	// RoleARN is the IAM role of External Secrets' controller: an AWS store
-	// without auth or role reads as a ServiceAccount keymount-<store>
-	// written with it (before ServiceAccount).
+	// without auth or role, or whose jwt ServiceAccount is of another
+	// namespace, reads as a ServiceAccount keymount-<store> written with it
+	// (before ServiceAccount).
 	RoleARN string
 	// PodIdentity: the ServiceAccounts written read with EKS Pod Identity
 	// (no IRSA annotation; their classes set usePodIdentity).

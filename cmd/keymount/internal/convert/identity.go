@@ -36,9 +36,11 @@ func (sa *serviceAccount) key() string { return objectName(sa.namespace, sa.name
 //     role directly, IRSA's annotation on it (or EKS Pod Identity with
 //     --pod-identity);
 //   - jwt auth: that ServiceAccount;
-//   - no auth (External Secrets' controller's own identity): with
-//     --role-arn (the controller's role), a ServiceAccount as for role;
-//     else --service-account; else none (reported by finish).
+//   - no auth (External Secrets' controller's own identity), or jwt auth
+//     naming External Secrets' own ServiceAccount in another namespace
+//     (readESOStore leaves it out with --role-arn): with --role-arn (the
+//     controller's role), a ServiceAccount as for role; else
+//     --service-account; else none (reported by finish).
 func (cv *converter) identity(c *conversion, st *esoStoreInfo) {
 	switch {
 	case st.vault != nil || st.staticKeys:

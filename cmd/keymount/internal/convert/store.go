@@ -45,7 +45,7 @@ func (cv *converter) esoStore(is issues, namespace string, ref map[string]any) *
 	}
 	sis := cv.issuesFor(kind + " " + key[len(kind)+1:])
 	before := sis.count()
-	st := readESOStore(sis, d, namespace)
+	st := readESOStore(sis, d, namespace, cv.opts.RoleARN != "")
 	if st == nil {
 		is.unsupported(path, "its %s cannot be converted (above)", kind)
 		return nil
@@ -67,8 +67,10 @@ func storeKey(kind, namespace, name string) string {
 }
 
 // readESOStore reads spec.provider.aws (or .vault) of a SecretStore or
-// ClusterSecretStore. esNamespace is the ExternalSecret's namespace.
-func readESOStore(is issues, d *document, esNamespace string) *esoStoreInfo {
+// ClusterSecretStore. esNamespace is the ExternalSecret's namespace;
+// central: --role-arn names the role of External Secrets' own
+// ServiceAccount (a jwt serviceAccountRef of another namespace reads as it).
+func readESOStore(is issues, d *document, esNamespace string, central bool) *esoStoreInfo {
 	provider := field(field(d.fields, "spec"), "provider")
 	const path = "spec.provider"
 	aws := field(provider, "aws")
@@ -107,14 +109,14 @@ func readESOStore(is issues, d *document, esNamespace string) *esoStoreInfo {
 			is.unsupported(apath+"."+k, "keymount does not chain roles: it reads as the ServiceAccount's own IRSA role")
 		}
 	}
-	st.serviceAccount = esoAuth(is, apath+".auth", field(aws, "auth"), esNamespace)
+	st.serviceAccount = esoAuth(is, apath+".auth", field(aws, "auth"), esNamespace, central)
 	_, st.staticKeys = field(aws, "auth")["secretRef"]
 	return st
 }
 
 // esoAuth returns the ServiceAccount of jwt auth in the ExternalSecret's
 // namespace, "" (reported) for any other auth.
-func esoAuth(is issues, path string, auth map[string]any, esNamespace string) string {
+func esoAuth(is issues, path string, auth map[string]any, esNamespace string, central bool) string {
 	unknownFields(is, path, auth, "jwt", "secretRef")
 	if _, ok := auth["secretRef"]; ok {
 		is.unsupported(path+".secretRef", "static access keys; keymount reads as a ServiceAccount with IRSA or Pod Identity: give the ServiceAccount a role and pass --service-account NAME")
@@ -130,7 +132,10 @@ func esoAuth(is issues, path string, auth map[string]any, esNamespace string) st
 	unknownFields(is, jpath, ref, "name", "namespace", "audiences")
 	name := str(is, jpath, ref, "name")
 	if ns := str(is, jpath, ref, "namespace"); ns != "" && ns != esNamespace {
-		is.unsupported(jpath+".namespace", "%q: a SecretSync reads as a ServiceAccount of its own namespace (%q); give a ServiceAccount there the role and pass --service-account NAME", ns, esNamespace)
+		if central {
+			return "" // External Secrets' own ServiceAccount: read as --role-arn (identity.go)
+		}
+		is.unsupported(jpath+".namespace", "%q: a SecretSync reads as a ServiceAccount of its own namespace (%q); pass --role-arn ARN (that ServiceAccount's role: convert writes one with it) or give a ServiceAccount there the role and pass --service-account NAME", ns, esNamespace)
 		return ""
 	}
 	if a, ok := ref["audiences"].([]any); ok && len(a) > 0 {
