@@ -60,7 +60,9 @@
 // default) keeps the Secret (ProviderError); Delete deletes it, bound to
 // its UID (only Owner and Orphan: one the SecretSync created); Merge
 // applies no keys, removing the SecretSync's and keeping the Secret and
-// others' keys. Both report ReasonProviderDataNotFound and retry with
+// others' keys; with keymount.io/data-from, Delete also deletes the Secret
+// when an answer leaves it no key (every secret a find matched is gone:
+// errNoData). Both report ReasonProviderDataNotFound and retry with
 // backoff, so data back in the store is written again. The answer is one
 // for the whole class: one object gone of several counts as all. Invalid
 // values and ESO's refused combinations (Delete with Merge or None, Merge

@@ -72,6 +72,9 @@ const MessageFormatMergeTargetMissing = "Secret %q does not exist: annotation %s
 // MessageCreationPolicyNone goes with ReasonCreationPolicyNone.
 const MessageCreationPolicyNone = "annotation " + AnnotationCreationPolicy + " is None: keymount-controller writes no Secret for this SecretSync"
 
+// errNoData: a keymount.io/data-from answer left the Secret no key.
+var errNoData = errors.New("the directories of " + AnnotationDataFrom + " hold no file and no other key is written")
+
 // errPolicy marks an invalid creation or deletion policy: the sync fails
 // before any store call.
 var errPolicy = errors.New("invalid Secret policy")
@@ -175,7 +178,8 @@ func (p policies) ownedAsWanted(ss *ss1.SecretSync, s *corev1.Secret) bool {
 }
 
 // dataGone applies deletion policy Delete or Merge after the provider
-// answered NotFound (mountErr): Delete deletes the Secret (one the
+// answered NotFound (mountErr), or, for Delete, after a
+// keymount.io/data-from answer left no key (errNoData): Delete deletes the Secret (one the
 // SecretSync created: Owner or Orphan, bound to its UID), Merge removes
 // every key the SecretSync wrote (applying none: another field manager's
 // keys, and the Secret, stay). The provider's answer is all or nothing, so
@@ -183,7 +187,7 @@ func (p policies) ownedAsWanted(ss *ss1.SecretSync, s *corev1.Secret) bool {
 // record: Ready=False, retried with backoff, so data back in the store is
 // written again.
 func (r *Reconciler) dataGone(ctx context.Context, ss *ss1.SecretSync, p policies, existing *corev1.Secret, mountErr error) *failure {
-	const format = "the provider answered NotFound (%v); annotation %s is %s: %s"
+	const format = "the data is gone from the store (%v); annotation %s is %s: %s"
 	if existing == nil {
 		return newFailure(false, ReasonProviderDataNotFound, ResultProvider, format, mountErr, AnnotationDeletionPolicy, p.deletion,
 			fmt.Sprintf("there is no Secret %q to change", ss.Name))
@@ -193,10 +197,10 @@ func (r *Reconciler) dataGone(ctx context.Context, ss *ss1.SecretSync, p policie
 		uid := existing.UID
 		err := r.Client.Delete(ctx, s, client.Preconditions{UID: &uid})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return newFailure(true, ss1.ReasonControllerPatchError, ResultApply, "deleting Secret %q after the provider answered NotFound: %v", ss.Name, err)
+			return newFailure(true, ss1.ReasonControllerPatchError, ResultApply, "deleting Secret %q, whose data is gone from the store: %v", ss.Name, err)
 		}
 		r.Events.Eventf(ss, nil, corev1.EventTypeNormal, ReasonProviderDataNotFound, "Delete",
-			"deleted Secret %s: the provider answered NotFound and %s is Delete", ss.Name, AnnotationDeletionPolicy)
+			"deleted Secret %s: the data is gone from the store and %s is Delete", ss.Name, AnnotationDeletionPolicy)
 		return newFailure(true, ReasonProviderDataNotFound, ResultProvider, format, mountErr, AnnotationDeletionPolicy, p.deletion,
 			fmt.Sprintf("Secret %q deleted; it is written again when the data is back", ss.Name))
 	}
@@ -211,7 +215,7 @@ func (r *Reconciler) dataGone(ctx context.Context, ss *ss1.SecretSync, p policie
 	}
 	if removed != "" {
 		r.Events.Eventf(ss, nil, corev1.EventTypeNormal, ReasonProviderDataNotFound, "Sync",
-			"removed keys %s from Secret %s: the provider answered NotFound and %s is Merge", removed, ss.Name, AnnotationDeletionPolicy)
+			"removed keys %s from Secret %s: the data is gone from the store and %s is Merge", removed, ss.Name, AnnotationDeletionPolicy)
 	}
 	return newFailure(true, ReasonProviderDataNotFound, ResultProvider, format, mountErr, AnnotationDeletionPolicy, p.deletion,
 		fmt.Sprintf("the keys this SecretSync wrote are removed from Secret %q, which stays with any other writer's keys; they are written again when the data is back", ss.Name))

@@ -41,7 +41,12 @@ func (p *storeProvider) Mount(ctx context.Context, req *server.MountRequest) (*s
 	if p.gone.Load() {
 		return nil, fmt.Errorf("object %q: %w", "app", server.ErrNotFound)
 	}
-	return p.dirProvider.Mount(ctx, req)
+	res, err := p.dirProvider.Mount(ctx, req)
+	if err == nil && len(res.Versions) == 0 {
+		// A find that matches nothing still reports its object.
+		res.Versions = []server.ObjectVersion{{ID: "app", Version: "none"}}
+	}
+	return res, err
 }
 
 // otherWriter is the field manager of the other tool that writes the
@@ -138,6 +143,7 @@ func TestSecretSyncPolicies(t *testing.T) {
 	t.Run("Orphan", func(t *testing.T) { checkOrphan(t, f) })
 	t.Run("Merge", func(t *testing.T) { checkMerge(t, f) })
 	t.Run("Delete", func(t *testing.T) { checkDelete(t, f) })
+	t.Run("Delete when data-from finds nothing", func(t *testing.T) { checkDeleteDataFrom(t, f) })
 	t.Run("Retain", func(t *testing.T) { checkRetain(t, f) })
 	t.Run("None", func(t *testing.T) { checkNone(t, f) })
 	t.Run("invalid", func(t *testing.T) { checkInvalidPolicy(t, f) })
@@ -287,6 +293,37 @@ func checkDelete(t *testing.T, f *fixture) {
 		t.Errorf("owner references %+v, want the SecretSync", s.OwnerReferences)
 	}
 	f.waitReady(t, key)
+}
+
+// checkDeleteDataFrom: with keymount.io/data-from, an answer whose
+// directory holds no file (every secret a find matched is deleted) leaves
+// no key: deletion policy Delete deletes the Secret, as External Secrets
+// does when no data is left.
+func checkDeleteDataFrom(t *testing.T, f *fixture) {
+	ns, p := policyNamespace(t, f, "delete-found")
+	p.set("app/a", "value-a", "app/b", "value-b")
+	ss := secretSync(ns, "found", "app", "app")
+	ss.Annotations = map[string]string{secretsync.AnnotationDataFrom: "app", secretsync.AnnotationDeletionPolicy: "Delete"}
+	if err := f.c.Create(t.Context(), ss); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: ns, Name: "found"}
+	f.waitReady(t, key)
+	writeOther(t, f, key)
+	waitData(t, f, key, "the directory's keys and the other writer's", map[string]string{"a": "value-a", "b": "value-b", "theirs": "their-value"})
+	p.set("app/b", "value-b")
+	annotate(t, f, key, rotation.RefreshAnnotation, "r1")
+	waitData(t, f, key, "a removed", map[string]string{"b": "value-b", "theirs": "their-value"})
+	p.set()
+	annotate(t, f, key, rotation.RefreshAnnotation, "r2")
+	poll.Until(t, "the Secret deleted", func(ctx context.Context) (bool, error) {
+		err := f.c.Get(ctx, key, &corev1.Secret{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	got := waitCondition(t, f, key, metav1.ConditionFalse, secretsync.ReasonProviderDataNotFound)
+	if msg := conditionMessage(got, ss1.ConditionReady); !strings.Contains(msg, "hold no file") {
+		t.Errorf("Ready message %q does not say the directories are empty", msg)
+	}
 }
 
 // checkRetain: the default keeps the Secret as it was when the data is

@@ -52,7 +52,8 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, p policies, c
 	if f := checkReserved(ss, created); f != nil {
 		return nil, f
 	}
-	if _, err := dataFromDirs(ss); err != nil { // before any store call
+	dirs, err := dataFromDirs(ss)
+	if err != nil { // before any store call
 		return nil, newFailure(created, ss1.ReasonControllerSyncError, ResultInvalid, "%v", err)
 	}
 	if p.creation == CreationMerge && existing == nil {
@@ -78,19 +79,18 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, p policies, c
 		return nil, r.mountFailed(ctx, ss, p, class, existing, err)
 	}
 	want, err := desiredContent(ss, resp.GetFiles())
-	if errors.Is(err, errDataFrom) {
-		return nil, newFailure(created, ss1.ReasonControllerSyncError, ResultInvalid, "%v", err)
-	}
-	if errors.Is(err, errTemplate) {
-		return nil, newFailure(created, ReasonTemplateError, ResultContent, MessageFormatTemplateFailed, err)
-	}
 	if err != nil {
-		return nil, newFailure(created, ss1.ReasonRemoteSecretStoreFetchFailed, ResultContent, ss1.MessageFormatFetchFailed, err)
+		return nil, contentFailure(created, err)
 	}
 	h, err := r.Hashes.Hasher(ctx)
 	if err != nil {
 		klog.ErrorS(err, "no syncHash key", "secretSync", klog.KObj(ss))
 		return nil, newFailure(created, ss1.ReasonControllerSyncError, ResultHash, "%s", ss1.MessageHashFailed)
+	}
+	if len(dirs) > 0 && len(want.data) == 0 && p.deletion == DeletionDelete {
+		// Every secret the directories held is gone from the store: ESO's
+		// Delete deletes the Secret when no data is left.
+		return nil, r.dataGone(ctx, ss, p, existing, errNoData)
 	}
 	if p.creation == CreationMerge {
 		want.typ = existing.Type // another's Secret: its type stays
@@ -113,6 +113,19 @@ func (r *Reconciler) sync(ctx context.Context, ss *ss1.SecretSync, p policies, c
 	}
 	out.written = wantDigests
 	return out, nil
+}
+
+// contentFailure is the failure of building the Secret's content from the
+// provider's answer.
+func contentFailure(created bool, err error) *failure {
+	switch {
+	case errors.Is(err, errDataFrom):
+		return newFailure(created, ss1.ReasonControllerSyncError, ResultInvalid, "%v", err)
+	case errors.Is(err, errTemplate):
+		return newFailure(created, ReasonTemplateError, ResultContent, MessageFormatTemplateFailed, err)
+	default:
+		return newFailure(created, ss1.ReasonRemoteSecretStoreFetchFailed, ResultContent, ss1.MessageFormatFetchFailed, err)
+	}
 }
 
 // mountFailed is the failure of a failed Mount call. The provider's
