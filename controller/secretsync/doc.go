@@ -97,7 +97,9 @@
 // Config.PollInterval (--rotation-poll-interval) as the default interval;
 // a new value of keymount.io/refresh on the SecretSync triggers one
 // refresh. A refresh that finds nothing changed writes nothing: not the
-// Secret, not the status.
+// Secret, not the status. A reconcile that finds the cache without the status the
+// controller just wrote (the Secret's watch event can come first) waits for
+// it (up to 10 s) instead of writing the Secret again.
 //
 // A failed sync keeps the Secret as it was, sets the failing condition
 // (SecretCreated before the Secret exists, SecretUpdated after) and Ready to

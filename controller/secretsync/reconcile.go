@@ -37,18 +37,12 @@ func ctrlOptions(workers int) controller.Options {
 
 // Reconcile brings one SecretSync's Secret and status up to date.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var ss ss1.SecretSync
-	if err := r.Client.Get(ctx, req.NamespacedName, &ss); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil // its Secret goes with it (owner reference)
-		}
-		return ctrl.Result{}, err
-	}
-	if !ss.DeletionTimestamp.IsZero() {
-		r.state.forget(ss.UID)
-		return ctrl.Result{}, nil
-	}
 	now := r.Clock.Now()
+	loaded, wait, err := r.load(ctx, req, now)
+	if loaded == nil {
+		return wait, err
+	}
+	ss := *loaded
 	pol, polErr := policiesOf(&ss)
 	if polErr == nil && pol.creation == CreationNone {
 		return retryConflict(r.notWritten(ctx, &ss, now))
@@ -93,6 +87,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return retryConflict(r.failed(ctx, &ss, st, f, p.why == whyTriggered, handled, now))
 	}
 	return retryConflict(r.succeeded(ctx, &ss, st, policy, out, handled, now))
+}
+
+// load reads the SecretSync to reconcile from the cache; nil, with what to
+// return, when there is nothing to do now: it is gone or being deleted, or
+// the cache does not show the status this controller wrote yet (its watch
+// event reconciles again when it does).
+func (r *Reconciler) load(ctx context.Context, req ctrl.Request, now time.Time) (*ss1.SecretSync, ctrl.Result, error) {
+	var ss ss1.SecretSync
+	if err := r.Client.Get(ctx, req.NamespacedName, &ss); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, ctrl.Result{}, nil // its Secret goes with it (owner reference)
+		}
+		return nil, ctrl.Result{}, err
+	}
+	if !ss.DeletionTimestamp.IsZero() {
+		r.state.forget(ss.UID)
+		r.pending.forget(ss.UID)
+		return nil, ctrl.Result{}, nil
+	}
+	if r.pending.behind(ss.UID, ss.Status.SyncHash, now) {
+		return nil, ctrl.Result{RequeueAfter: pendingRecheck}, nil
+	}
+	return &ss, ctrl.Result{}, nil
 }
 
 // currentHash is the syncHash of the Secret as it is; "" when the key is
@@ -254,6 +271,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, ss *ss1.SecretSync, next f
 	full.Status = st
 	if err := r.Client.Status().Update(ctx, full); err != nil {
 		return fmt.Errorf("update the status of SecretSync %s/%s: %w", ss.Namespace, ss.Name, err)
+	}
+	if st.SyncHash != ss.Status.SyncHash {
+		r.pending.wrote(ss.UID, st.SyncHash, now)
 	}
 	return nil
 }

@@ -71,8 +71,9 @@ type Deps struct {
 // Reconciler keeps the Secrets of SecretSyncs.
 type Reconciler struct {
 	Deps
-	cfg   Config
-	state *states
+	cfg     Config
+	state   *states
+	pending *pendingStatuses
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -101,7 +102,7 @@ func newReconciler(cfg Config, deps Deps) (*Reconciler, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}
-	r := &Reconciler{Deps: deps, cfg: cfg, state: newStates()}
+	r := &Reconciler{Deps: deps, cfg: cfg, state: newStates(), pending: newPendingStatuses()}
 	deps.Metrics.watchStates(r.state, deps.Clock.Now)
 	return r, nil
 }

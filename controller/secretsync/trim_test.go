@@ -85,7 +85,7 @@ func trimmedCopy(t *testing.T, ss *ss1.SecretSync) *ss1.SecretSync {
 // reconciler reads.
 func TestTrimmedSecretSyncDecidesAsFull(t *testing.T) {
 	now := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
-	r := &Reconciler{cfg: Config{PollInterval: time.Hour, Backoff: rotation.Backoff{Initial: 10 * time.Second, Max: time.Minute}}, state: newStates()}
+	r := &Reconciler{cfg: Config{PollInterval: time.Hour, Backoff: rotation.Backoff{Initial: 10 * time.Second, Max: time.Minute}}, state: newStates(), pending: newPendingStatuses()}
 	class := &secretsstorev1.SecretProviderClass{ObjectMeta: metav1.ObjectMeta{UID: "c1", Generation: 4}}
 	secret := &corev1.Secret{Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"value": digest([]byte("x")), "extra": digest([]byte("y"))},
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{ss1.LabelSecretSync: ""}}}
@@ -165,7 +165,7 @@ func TestStatusWrittenFromTrimmed(t *testing.T) {
 				if trim {
 					ss = trimmedCopy(t, ss)
 				}
-				r := &Reconciler{Deps: Deps{Client: c, Live: c}}
+				r := &Reconciler{Deps: Deps{Client: c, Live: c}, pending: newPendingStatuses()}
 				next := func(old ss1.SecretSyncStatus) ss1.SecretSyncStatus {
 					return successStatus(old, ss.Generation, "hash-2", objects, "t1", false)
 				}
