@@ -65,7 +65,7 @@ Flags:
 
 func newConvertFlags(cfg *convertConfig, out io.Writer) *flag.FlagSet {
 	fs := newFlagSet("convert", convertUsage, out)
-	fs.Var(&cfg.files, "f", "a `file` of ExternalSecrets and their SecretStores or ClusterSecretStores (multi-document YAML); - reads stdin; repeat for more files")
+	fs.Var(&cfg.files, "f", "a `file` of ExternalSecrets or ClusterExternalSecrets and their SecretStores or ClusterSecretStores (multi-document YAML); - reads stdin; repeat for more files")
 	fs.Var(&cfg.files, "filename", "same as -f")
 	fs.StringVar(&cfg.output, "o", "", "write the output to this `file` instead of stdout")
 	fs.StringVar(&cfg.output, "output", "", "same as -o")
