@@ -103,7 +103,7 @@ func (cv *converter) checkNames(list []*conversion) {
 			c.writable = false
 		}
 		if prev, ok := syncs[sync]; ok {
-			is.unsupported("spec.target.name", "the Secret %s is also written by %s; External Secrets would have them fight over it", sync, prev)
+			is.unsupported("spec.target.name", "the Secret %s is also written by %s; a SecretSync writes the Secret of its own name, so two cannot share one (even with creationPolicy Merge): put their keys into one ExternalSecret", sync, prev)
 			c.writable = false
 		}
 		if c.writable {
