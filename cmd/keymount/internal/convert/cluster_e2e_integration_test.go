@@ -3,7 +3,6 @@
 package convert_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -76,20 +75,7 @@ func TestConvertedClusterExternalSecret(t *testing.T) {
 		}
 	}
 
-	res, err := convert.Convert([]convert.Input{{Name: "input", R: strings.NewReader(clusterInput)}}, convert.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, is := range res.Issues {
-		if !is.Note {
-			t.Errorf("issue: %s", is)
-		}
-	}
-	var out bytes.Buffer
-	if err := res.Write(&out); err != nil {
-		t.Fatal(err)
-	}
-	if got := createEach(t, cl, out.Bytes()); !cmp.Equal(got, []string{"Namespace", "ServiceAccount", "SecretProviderClass", "SecretSync"}) {
+	if got := createEach(t, cl, convertInput(t, clusterInput, convert.Options{})); !cmp.Equal(got, []string{"Namespace", "ServiceAccount", "SecretProviderClass", "SecretSync"}) {
 		t.Fatalf("applied %v, want a Namespace, a ServiceAccount, a class and a SecretSync", got)
 	}
 

@@ -187,20 +187,7 @@ func TestConvertedSecretsMatchExternalSecrets(t *testing.T) {
 	cl.namespace(t, ns)
 	cl.irsaServiceAccount(t, ns, "app")
 
-	res, err := convert.Convert([]convert.Input{{Name: "input", R: strings.NewReader(input)}}, convert.Options{ServiceAccount: "app"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, is := range res.Issues {
-		if !is.Note {
-			t.Errorf("issue: %s", is)
-		}
-	}
-	var out bytes.Buffer
-	if err := res.Write(&out); err != nil {
-		t.Fatal(err)
-	}
-	applyAll(t, cl, out.Bytes())
+	applyAll(t, cl, convertInput(t, input, convert.Options{ServiceAccount: "app"}))
 
 	db := values["team/db"]
 	want := map[string]wantSecret{
@@ -387,4 +374,24 @@ func randomHex(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// convertInput converts input, which must convert whole (notes aside), and
+// returns the YAML written.
+func convertInput(t *testing.T, input string, opts convert.Options) []byte {
+	t.Helper()
+	res, err := convert.Convert([]convert.Input{{Name: "input", R: strings.NewReader(input)}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, is := range res.Issues {
+		if !is.Note {
+			t.Errorf("issue: %s", is)
+		}
+	}
+	var out bytes.Buffer
+	if err := res.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }
