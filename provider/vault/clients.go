@@ -35,10 +35,14 @@ func clientConfig(addr string, t spec.TLS) (*vaultapi.Config, error) {
 	cfg.Address = addr
 	cfg.Timeout = 0
 	cfg.MaxRetries = 1
-	if err := cfg.ConfigureTLS(&vaultapi.TLSConfig{CACert: t.CACert, CAPath: t.CADir, TLSServerName: t.ServerName,
-		ClientCert: t.ClientCert, ClientKey: t.ClientKey, Insecure: t.SkipVerify}); err != nil {
-		return nil, server.Mark(fmt.Errorf("vault TLS of %s (the class's %s, %s, %s, %s or the provider's -vault-tls-* flags): %w",
-			addr, spec.KeyCACert, spec.KeyCADir, spec.KeyClientCert, spec.KeyClientKey, err), server.ErrFailedPrecondition)
+	tc := &vaultapi.TLSConfig{CACert: t.CACert, CAPath: t.CADir, TLSServerName: t.ServerName,
+		ClientCert: t.ClientCert, ClientKey: t.ClientKey, Insecure: t.SkipVerify}
+	if t.CACertPEM != "" {
+		tc.CACertBytes = []byte(t.CACertPEM)
+	}
+	if err := cfg.ConfigureTLS(tc); err != nil {
+		return nil, server.Mark(fmt.Errorf("vault TLS of %s (the class's %s, %s, %s, %s, %s or the provider's -vault-tls-* flags): %w",
+			addr, spec.KeyCACert, spec.KeyCADir, spec.KeyCACertPEM, spec.KeyClientCert, spec.KeyClientKey, err), server.ErrFailedPrecondition)
 	}
 	cfg.HttpClient.Timeout = requestTimeout
 	return cfg, nil

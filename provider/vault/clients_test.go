@@ -2,13 +2,17 @@ package vault
 
 import (
 	"context"
+	"encoding/pem"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	vaultapi "github.com/hashicorp/vault/api"
 
+	"github.com/keymount/keymount/internal/tlsbundle/tlsbundletest"
 	"github.com/keymount/keymount/provider/vault/spec"
 )
 
@@ -62,6 +66,52 @@ func TestRequestReadsTheAnswerOfAWrite(t *testing.T) {
 		}
 		if string(ans.raw) != body {
 			t.Errorf("%s: answer %q, want %q", method, ans.raw, body)
+		}
+	}
+}
+
+// TestInlineCACert: a class's vaultCACertPEM is the CA the client trusts:
+// a Vault on 127.0.0.1 with a certificate of that CA answers; without it,
+// or with another CA, the TLS handshake fails.
+func TestInlineCACert(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"initialized":true,"sealed":false,"standby":false}`)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	otherPEM := string(tlsbundletest.CertPEM(tlsbundletest.NewChain(t).CA))
+
+	health := func(attrs map[string]string) error {
+		t.Helper()
+		attrs[spec.KeyRole] = "web"
+		attrs[spec.KeyObjects] = "- objectName: a\n  secretPath: secret/data/a\n"
+		s, err := spec.Defaults{}.Parse(attrs, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := clientConfig(srv.URL, s.TLS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := vaultapi.NewClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cl.Sys().HealthWithContext(t.Context())
+		return err
+	}
+	if err := health(map[string]string{spec.KeyCACertPEM: caPEM}); err != nil {
+		t.Errorf("with the server's CA inline: %v", err)
+	}
+	for name, attrs := range map[string]map[string]string{
+		"no CA":      {},
+		"another CA": {spec.KeyCACertPEM: otherPEM},
+	} {
+		if err := health(attrs); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("%s: %v, want a certificate error", name, err)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,13 +12,18 @@ import (
 
 // Class parameters, as vault-csi-provider v1.7 names them, plus keymount's.
 const (
-	KeyAddress       = "vaultAddress"
-	KeyRole          = "roleName"
-	KeyAuthMount     = "vaultAuthMountPath"
-	KeyKubeMount     = "vaultKubernetesMountPath" // vault-csi-provider's older name of vaultAuthMountPath
-	KeyNamespace     = "vaultNamespace"
-	KeyCACert        = "vaultCACertPath"
-	KeyCADir         = "vaultCADirectory"
+	KeyAddress   = "vaultAddress"
+	KeyRole      = "roleName"
+	KeyAuthMount = "vaultAuthMountPath"
+	KeyKubeMount = "vaultKubernetesMountPath" // vault-csi-provider's older name of vaultAuthMountPath
+	KeyNamespace = "vaultNamespace"
+	KeyCACert    = "vaultCACertPath"
+	KeyCADir     = "vaultCADirectory"
+	// KeyCACertPEM (keymount's): the PEM text of the CA bundle that signs
+	// Vault's certificate, in the class itself (a CA is no secret), for a
+	// class converted from a store's inline caBundle: no file to mount into
+	// the provider. Not with vaultCACertPath or vaultCADirectory.
+	KeyCACertPEM     = "vaultCACertPEM"
 	KeyTLSServerName = "vaultTLSServerName"
 	KeyClientCert    = "vaultTLSClientCertPath"
 	KeyClientKey     = "vaultTLSClientKeyPath"
@@ -54,7 +60,10 @@ const (
 // TLS is how the provider reaches Vault.
 type TLS struct {
 	CACert, CADir, ServerName, ClientCert, ClientKey string
-	SkipVerify                                       bool
+	// CACertPEM is the class's vaultCACertPEM, checked to hold
+	// certificates.
+	CACertPEM  string
+	SkipVerify bool
 }
 
 // Spec is one parsed mount request.
@@ -129,6 +138,9 @@ func (d Defaults) Parse(attrs map[string]string, perm os.FileMode) (*Spec, error
 	if s.Revoke, err = parseBool(attrs, KeyRevoke); err != nil {
 		errs = append(errs, err)
 	}
+	if err := s.TLS.setCACertPEM(attrs); err != nil {
+		errs = append(errs, err)
+	}
 	if (s.TLS.ClientCert == "") != (s.TLS.ClientKey == "") {
 		errs = append(errs, fmt.Errorf("set both %s and %s (or the provider's -vault-tls-client-cert and -vault-tls-client-key), or neither",
 			KeyClientCert, KeyClientKey))
@@ -143,6 +155,23 @@ func (d Defaults) Parse(attrs map[string]string, perm os.FileMode) (*Spec, error
 		errs = append(errs, fmt.Errorf("%s needs the volume context's %s", KeyShare, KeyClass))
 	}
 	return s, errors.Join(errs...)
+}
+
+// setCACertPEM sets the class's inline CA bundle, which replaces the CA
+// files of the provider's flags but may not stand beside the class's own.
+func (t *TLS) setCACertPEM(attrs map[string]string) error {
+	pem := attrs[KeyCACertPEM]
+	if pem == "" {
+		return nil
+	}
+	if attrs[KeyCACert] != "" || attrs[KeyCADir] != "" {
+		return fmt.Errorf("%s and %s or %s are both set: give the CA once", KeyCACertPEM, KeyCACert, KeyCADir)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM([]byte(pem)) {
+		return fmt.Errorf("%s holds no PEM certificate: set the PEM text of the CA bundle (-----BEGIN CERTIFICATE-----...)", KeyCACertPEM)
+	}
+	t.CACert, t.CADir, t.CACertPEM = "", "", pem
+	return nil
 }
 
 func firstOf(vs ...string) string {

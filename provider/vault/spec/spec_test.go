@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/keymount/keymount/internal/tlsbundle/tlsbundletest"
 )
 
 const objectsYAML = `
@@ -143,6 +145,8 @@ func TestParseErrors(t *testing.T) {
 		{"tokens", map[string]string{KeyTokens: "{not json tok-secret"}, "contents not shown"},
 		{"revoke", map[string]string{KeyRevoke: "at once"}, `revokeOnUnpublish "at once"`},
 		{"share without class", map[string]string{KeyShare: "true", KeyClass: "-"}, "shareAcrossReplicas needs"},
+		{"inline CA and a CA file", map[string]string{KeyCACertPEM: "x", KeyCACert: "/ca.pem"}, "vaultCACertPEM and vaultCACertPath or vaultCADirectory are both set"},
+		{"inline CA without a certificate", map[string]string{KeyCACertPEM: "not a PEM"}, "vaultCACertPEM holds no PEM certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Defaults{}.Parse(attrs(tc.extra), 0o644)
@@ -187,4 +191,17 @@ func FuzzParseObjects(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestInlineCAReplacesTheProviderCAFiles: a class's vaultCACertPEM
+// replaces the CA files of the provider's -vault-tls-ca-* flags.
+func TestInlineCAReplacesTheProviderCAFiles(t *testing.T) {
+	ca := string(tlsbundletest.CertPEM(tlsbundletest.NewChain(t).CA))
+	s, err := Defaults{TLS: TLS{CACert: "/etc/vault/ca.pem", CADir: "/etc/vault/cas"}}.Parse(attrs(map[string]string{KeyCACertPEM: ca}), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.TLS.CACert != "" || s.TLS.CADir != "" || s.TLS.CACertPEM != ca {
+		t.Errorf("TLS = %+v, want the inline CA only", s.TLS)
+	}
 }

@@ -1,6 +1,8 @@
 package convert
 
 import (
+	"crypto/x509"
+	"encoding/base64"
 	"path"
 	"strings"
 
@@ -58,9 +60,12 @@ func readESOVault(is issues, vault map[string]any, esNamespace string) (*esoVaul
 	if v.mount == "" {
 		is.unsupported(vpath+".path", "no KV mount: keymount's classes name each secret by its full API path; give the mount (e.g. secret)")
 	}
-	for _, k := range []string{"caBundle", "caProvider", "tls"} {
+	if b := str(is, vpath, vault, "caBundle"); b != "" {
+		esoCABundle(is, vpath+".caBundle", b, v.params)
+	}
+	for _, k := range []string{"caProvider", "tls"} {
 		if _, ok := vault[k]; ok {
-			is.unsupported(vpath+"."+k, "the class names Vault's CA as a file of the provider's container (vaultCACertPath): mount the CA into keymount's Vault provider (providers.vault.volumes) and set vaultCACertPath by hand")
+			is.unsupported(vpath+"."+k, "a CA or client certificate read from a Secret or ConfigMap: put the CA's PEM text into the class's vaultCACertPEM, or mount the files into keymount's Vault provider (providers.vault.volumes) and set vaultCACertPath by hand")
 		}
 	}
 	for _, k := range []string{"readYourWrites", "forwardInconsistent", "headers"} {
@@ -174,4 +179,15 @@ func (c *conversion) vaultParameters() (map[string]string, error) {
 		}
 	}
 	return p, nil
+}
+
+// esoCABundle maps a Vault store's caBundle (base64 of a PEM bundle) to the
+// class's vaultCACertPEM.
+func esoCABundle(is issues, path, b64 string, params map[string]string) {
+	pemText, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || !x509.NewCertPool().AppendCertsFromPEM(pemText) {
+		is.invalid(path, "is not the base64 of a PEM certificate bundle")
+		return
+	}
+	params["vaultCACertPEM"] = string(pemText)
 }
