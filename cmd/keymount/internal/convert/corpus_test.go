@@ -60,7 +60,7 @@ func corpusOptions(t *testing.T, src []byte) Options {
 }
 
 // corpusMinimum is the number of cases the corpus must hold at least.
-const corpusMinimum = 20
+const corpusMinimum = 40
 
 // TestCorpus converts every case of testdata/corpus/, compares the output
 // and the issues with the case's goldens, checks the output decodes
