@@ -1,6 +1,8 @@
 package convert
 
 import (
+	"regexp"
+
 	"github.com/keymount/keymount/provider/aws/spec"
 )
 
@@ -41,6 +43,9 @@ func (cv *converter) esoStore(is issues, namespace string, ref map[string]any) *
 	d, ok := cv.stores[key]
 	if !ok {
 		is.invalid(path, "%s %s is not in the input; pass its manifest too (-f store.yaml)", kind, key[len(kind)+1:])
+		return nil
+	}
+	if kind == "ClusterSecretStore" && !storeAllows(is, d, namespace) {
 		return nil
 	}
 	sis := cv.issuesFor(kind + " " + key[len(kind)+1:])
@@ -142,4 +147,52 @@ func esoAuth(is issues, path string, auth map[string]any, esNamespace string, ce
 		is.unsupported(jpath+".audiences", "keymount-controller requests tokens for the audiences it is configured with (--token-request-audience; sts.amazonaws.com for IRSA)")
 	}
 	return name
+}
+
+// storeAllows reads a ClusterSecretStore's spec.conditions, which say which
+// namespaces External Secrets lets use it, for the ExternalSecret's
+// namespace: a condition matches by namespaces or namespaceRegexes. A
+// namespaceSelector needs the namespace's labels, which are not in the
+// input: it is refused, never guessed, so a conversion never gives a
+// namespace the store's identity that External Secrets would have denied.
+func storeAllows(is issues, d *document, namespace string) bool {
+	const path = "spec.secretStoreRef"
+	conds := items(field(d.fields, "spec"), "conditions")
+	if len(conds) == 0 {
+		return true
+	}
+	selector := ""
+	for i, c := range conds {
+		for _, n := range items2(c, "namespaces") {
+			if n == namespace {
+				return true
+			}
+		}
+		for _, r := range items2(c, "namespaceRegexes") {
+			if re, err := regexp.Compile(r); err == nil && re.MatchString(namespace) {
+				return true
+			}
+		}
+		if _, ok := c["namespaceSelector"]; ok && selector == "" {
+			selector = index("the ClusterSecretStore's spec.conditions", i) + ".namespaceSelector"
+		}
+	}
+	if selector != "" {
+		is.unsupported(path, "%s: the namespaces' labels are not in the input, so keymount convert cannot tell whether External Secrets lets namespace %q use this store; name the namespace in the condition's namespaces or namespaceRegexes", selector, namespace)
+		return false
+	}
+	is.unsupported(path, "the ClusterSecretStore's spec.conditions do not let namespace %q use it, so External Secrets would refuse this ExternalSecret", namespace)
+	return false
+}
+
+// items2 returns the strings of the list at key of m.
+func items2(m map[string]any, key string) []string {
+	list, _ := m[key].([]any)
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
