@@ -143,11 +143,19 @@ func esoAuth(is issues, path string, auth map[string]any, esNamespace string, ce
 		is.unsupported(jpath+".namespace", "%q: a SecretSync reads as a ServiceAccount of its own namespace (%q); pass --role-arn ARN (that ServiceAccount's role: convert writes one with it) or give a ServiceAccount there the role and pass --service-account NAME", ns, esNamespace)
 		return ""
 	}
-	if a, ok := ref["audiences"].([]any); ok && len(a) > 0 {
-		is.unsupported(jpath+".audiences", "keymount-controller requests tokens for the audiences it is configured with (--token-request-audience; sts.amazonaws.com for IRSA)")
+	// sts.amazonaws.com is the audience IRSA's tokens have, which
+	// keymount-controller requests for the AWS provider: the same token.
+	for _, a := range items2(ref, "audiences") {
+		if a != irsaAudience {
+			is.unsupported(jpath+".audiences", "%q: keymount-controller requests tokens for the audiences it is configured with (--token-request-audience; %s for IRSA)", a, irsaAudience)
+			break
+		}
 	}
 	return name
 }
+
+// irsaAudience is the audience of IRSA's service account tokens.
+const irsaAudience = "sts.amazonaws.com"
 
 // storeAllows reads a ClusterSecretStore's spec.conditions, which say which
 // namespaces External Secrets lets use it, for the ExternalSecret's
