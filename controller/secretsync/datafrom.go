@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
@@ -137,6 +138,11 @@ const foreignKeysMark = "keymount:foreign-keys"
 // set already) or without data.
 func markForeignKeys(s *corev1.Secret) {
 	if len(s.ManagedFields) == 0 || len(s.Data) == 0 {
+		return
+	}
+	// The common case, a Secret only the controller wrote, costs no
+	// decoding: every key is its own.
+	if !slices.ContainsFunc(s.ManagedFields, func(m metav1.ManagedFieldsEntry) bool { return m.Manager != FieldManager }) {
 		return
 	}
 	ours := map[string]bool{}

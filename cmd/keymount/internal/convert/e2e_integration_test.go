@@ -23,8 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/keymount/keymount/cmd/keymount/internal/convert"
 	"github.com/keymount/keymount/tests/motoserver"
@@ -302,23 +300,7 @@ func seedStore(t *testing.T, endpoint string) map[string]string {
 // applyAll creates every document of the conversion's output.
 func applyAll(t *testing.T, cl *cluster, out []byte) {
 	t.Helper()
-	n := 0
-	for _, doc := range strings.Split(string(out), "\n---\n") {
-		doc = strings.TrimPrefix(doc, "---\n")
-		var obj map[string]any
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			t.Fatalf("output document: %v\n%s", err, doc)
-		}
-		if obj == nil {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		if err := cl.c.Create(t.Context(), u); err != nil {
-			t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-		n++
-	}
-	if n != 10 {
+	if n := len(createEach(t, cl, out)); n != 10 {
 		t.Fatalf("applied %d objects, want 10 (a class and a SecretSync per ExternalSecret)", n)
 	}
 }
