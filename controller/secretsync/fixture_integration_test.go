@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,6 +60,14 @@ func (p countingProviders) Mount(ctx context.Context, provider string, req *v1al
 
 func startFixture(t *testing.T, cfg secretsync.Config) *fixture {
 	t.Helper()
+	return startFixtureAs(t, cfg, nil)
+}
+
+// startFixtureAs is startFixture whose controller makes its requests with
+// the config as returns for the environment and the controller's namespace
+// (nil: as the environment's administrator).
+func startFixtureAs(t *testing.T, cfg secretsync.Config, as func(env *k8senv.Env, controllerNS string) *rest.Config) *fixture {
+	t.Helper()
 	ctrl.SetLogger(klog.Background())
 	env := k8senv.Shared(t, k8senv.Options{CRDDirectoryPaths: []string{"../../deploy/crds"}})
 	f := &fixture{cs: kubernetes.NewForConfigOrDie(env.Config), store: t.TempDir()}
@@ -79,9 +88,13 @@ func startFixture(t *testing.T, cfg secretsync.Config) *fixture {
 	controllerNS := f.namespace(t, "keymount-system")
 	cfg.Audiences = []string{audience}
 	cfg.Pod.Name, cfg.Pod.Namespace, cfg.Pod.UID = "keymount-controller-0", controllerNS, "0000-test"
+	restCfg := env.Config
+	if as != nil {
+		restCfg = as(env, controllerNS)
+	}
 	ctrltest.SyncController{Config: cfg, SocketDir: f.socks, Workers: 4, WrapProviders: func(pc secretsync.Providers) secretsync.Providers {
 		return countingProviders{next: pc, calls: &f.calls}
-	}}.Start(t, env.Config, scheme)
+	}}.Start(t, restCfg, scheme)
 	// Registered after the controller's start, so it runs before its stop.
 	t.Cleanup(func() { f.deleteSecretSyncs(t) })
 	return f

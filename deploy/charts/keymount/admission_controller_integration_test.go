@@ -4,6 +4,8 @@ package keymount_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -299,6 +301,9 @@ const (
 	deniedOwner    = "only with exactly one owner reference, to the SecretSync"
 	deniedTakeover = "it is not owned by the SecretSync of the same name alone"
 	deniedDelete   = "keymount-controller never deletes Secrets"
+	deniedOrphan   = "creation policy Orphan needs variable orphanAllowed of this policy: chart value controller.secretPolicies.orphan"
+	deniedDeleteOn = "keymount-controller deletes only the copies it wrote (label fanout.keymount.io/copy) and the Secrets a SecretSync of the same name created"
+	deniedMerge    = "creation policy Merge needs variable mergeAllowed of this policy: chart value controller.secretPolicies.merge"
 	deniedAud      = "only for one of the audiences it is configured with"
 	deniedTTL      = "only with expirationSeconds 600"
 	deniedCopyOwn  = "as a copy (label fanout.keymount.io/copy) with an owner reference"
@@ -323,7 +328,12 @@ func deniedRequests() []denial {
 		{patchSecret("removing the owner of its Secret", "db", `{"metadata":{"ownerReferences":null}}`), deniedOwner},
 		{patchSecret("adding a second owner to its Secret", "db", `{"metadata":{"ownerReferences":[`+owner("db")+`,`+owner("other")+`]}}`), deniedOwner},
 		{patchSecret("taking over someone else's Secret", "theirs", `{"metadata":{"ownerReferences":[`+owner("theirs")+`]}}`), deniedTakeover},
-		{patchSecret("writing into someone else's Secret", "theirs", `{"stringData":{"key":"new"}}`), deniedOwner},
+		{patchSecret("writing into someone else's Secret (creation policy Merge, not switched on)", "theirs", `{"stringData":{"key":"new"}}`), deniedMerge},
+		{request{name: "an ownerless Secret with keymount.io/secret-sync-uid (creation policy Orphan, not switched on)", do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Annotations: map[string]string{"keymount.io/secret-sync-uid": "0a3c8d8e-orphan"}}}
+			_, err := c.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
+			return err
+		}}, deniedOrphan},
 		{patchSecret("making someone else's Secret a copy", "theirs", `{"metadata":{"labels":{"`+copyLabel+`":"reflector"}}}`), deniedCopyOf},
 		{createCopy("a copy with an owner", "owned-copy", secretSyncOwner("owned-copy")), deniedCopyOwn},
 		{configMap("a ConfigMap that is no copy", "plain-cm", nil), deniedCM},
@@ -387,6 +397,103 @@ func TestControllerAdmissionPolicies(t *testing.T) {
 			t.Errorf("another service account: %s: %v, want admitted", sa.name, err)
 		}
 	})
+	// Last: it switches the rails' variables for the rest of the run.
+	t.Run("controller.secretPolicies switched on", func(t *testing.T) { testSecretPoliciesOn(t, g) })
+}
+
+// setVariable sets the variable of the controller's policy rail (its name
+// after <fullname>-controller-) to expression, as the kustomize component
+// documents it.
+func (g *guardRails) setVariable(t *testing.T, rail, variable, expression string) {
+	t.Helper()
+	policies := g.admin.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	name := releaseName + "-controller-" + rail
+	p, err := policies.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range p.Spec.Variables {
+		if v.Name == variable {
+			patch := `[{"op":"replace","path":"/spec/variables/` + strconv.Itoa(i) + `/expression","value":"` + expression + `"}]`
+			if _, err := policies.Patch(t.Context(), name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("policy %s has no variable %s", name, variable)
+}
+
+// testSecretPoliciesOn: with orphanAllowed, mergeAllowed and deleteAllowed
+// "true" (the chart's controller.secretPolicies), the rails admit what
+// External Secrets' Orphan, Merge and Delete need, and still refuse taking
+// over another's Secret (an owner reference or the Orphan annotation
+// added), removing another's owner reference, an ownerless Secret without
+// the annotation, and deleting any Secret no SecretSync created.
+func testSecretPoliciesOn(t *testing.T, g *guardRails) {
+	ctx := t.Context()
+	ns := g.namespace(t)
+	// Owned by an object that exists (the garbage collector runs here).
+	sa, err := g.admin.CoreV1().ServiceAccounts(ns).Get(ctx, "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := createSecret("foreign", "foreign", corev1.SecretTypeOpaque, metav1.OwnerReference{APIVersion: "v1", Kind: "ServiceAccount", Name: sa.Name, UID: sa.UID})
+	if err := foreign.do(ctx, g.admin, ns); err != nil {
+		t.Fatal(err)
+	}
+	g.setVariable(t, "secret-owner", "orphanAllowed", "true")
+	g.setVariable(t, "secret-owner", "mergeAllowed", "true")
+	g.setVariable(t, "no-secret-deletes", "deleteAllowed", "true")
+	dry := []string{metav1.DryRunAll}
+	var last error
+	err = poll.Wait(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
+		_, merge := g.controller.CoreV1().Secrets(ns).Patch(ctx, "theirs", types.MergePatchType, []byte(`{"stringData":{"k":"v"}}`), metav1.PatchOptions{DryRun: dry})
+		orphan := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: map[string]string{"keymount.io/secret-sync-uid": "u"}}}
+		_, create := g.controller.CoreV1().Secrets(ns).Create(ctx, orphan, metav1.CreateOptions{DryRun: dry})
+		del := g.controller.CoreV1().Secrets(ns).Delete(ctx, "db", metav1.DeleteOptions{DryRun: dry})
+		last = errors.Join(merge, create, del)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the switched-on rails never admitted a merge, an orphan and a delete: %v (last answer: %v)", err, last)
+	}
+	orphaned := func(what, name string) request {
+		return request{name: what, do: func(ctx context.Context, c kubernetes.Interface, ns string) error {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"keymount.io/secret-sync-uid": "0a3c8d8e-" + name}},
+				StringData: map[string]string{"key": "value"}}
+			_, err := c.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
+			return err
+		}}
+	}
+	for _, r := range []request{
+		orphaned("creating an Orphan Secret", "orphan"),
+		patchSecret("updating an Orphan Secret", "orphan", `{"stringData":{"key":"rotated"}}`),
+		patchSecret("merging into someone else's Secret", "theirs", `{"stringData":{"mine":"v"}}`),
+		patchSecret("merging into a Secret another object owns, its owner kept", "foreign", `{"stringData":{"mine":"v"}}`),
+		patchSecret("its Secret from Owner to Orphan", "db", `{"metadata":{"ownerReferences":null,"annotations":{"keymount.io/secret-sync-uid":"0a3c8d8e-db"}}}`),
+		deleteObject("deleting an Orphan Secret", "secrets", "orphan"),
+		createSecret("creating the Secret of SecretSync web", "web", corev1.SecretTypeOpaque, secretSyncOwner("web")),
+		deleteObject("deleting the Secret of SecretSync web", "secrets", "web"),
+	} {
+		if err := r.do(ctx, g.controller, ns); err != nil {
+			t.Errorf("the controller: %s: %v, want admitted", r.name, err)
+		}
+	}
+	owner := `{"apiVersion":"secret-sync.x-k8s.io/v1alpha1","kind":"SecretSync","name":"theirs","uid":"0a3c8d8e-theirs"}`
+	for _, d := range []denial{
+		{patchSecret("taking over someone else's Secret", "theirs", `{"metadata":{"ownerReferences":[`+owner+`]}}`), deniedTakeover},
+		{patchSecret("marking someone else's Secret Orphan", "theirs", `{"metadata":{"annotations":{"keymount.io/secret-sync-uid":"x"}}}`), deniedTakeover},
+		{patchSecret("removing another object's owner reference", "foreign", `{"metadata":{"ownerReferences":null}}`), deniedOwner},
+		{createSecret("an ownerless Secret without the annotation", "plain", corev1.SecretTypeOpaque), deniedOwner},
+		{deleteObject("deleting someone else's Secret", "secrets", "theirs"), deniedDeleteOn},
+		{deleteObject("deleting a Secret another object owns", "secrets", "foreign"), deniedDeleteOn},
+	} {
+		wantDenied(t, "the controller", d.r, d.r.do(ctx, g.controller, ns), d.want)
+	}
+	if s, err := g.admin.CoreV1().Secrets(ns).Get(ctx, "foreign", metav1.GetOptions{}); err != nil || len(s.OwnerReferences) != 1 || string(s.Data["mine"]) != "v" {
+		t.Errorf("Secret foreign: %v, %v; want its owner kept and the merged key", s, err)
+	}
 }
 
 // testControllerAdmitted: what keymount-controller does passes every rail.

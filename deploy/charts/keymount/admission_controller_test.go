@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 )
 
@@ -166,5 +168,53 @@ func checkControllerPolicies(t *testing.T, r *release) {
 	audiences := variable(t, r.policies[releaseName+"-controller-token-requests"], "allowedAudiences")
 	if types != "['Opaque', 'kubernetes.io/tls']" || audiences != "['vault', 'sts.amazonaws.com', 'pods.eks.amazonaws.com']" {
 		t.Errorf("allowed types %s, audiences %s; want all-features.yaml's (and the AWS provider's audiences)", types, audiences)
+	}
+}
+
+// TestControllerSecretPolicies: each of controller.secretPolicies switches
+// its one variable of the guard rails to "true" (the rest of every policy
+// as without it, so the kustomize component's documented patch is the same
+// switch), and delete alone adds delete on Secrets to the controller's
+// ClusterRole.
+func TestControllerSecretPolicies(t *testing.T) {
+	base := renderValues(t, map[string]any{"controller": map[string]any{"enabled": true}})
+	owner, deletes := releaseName+"-controller-secret-owner", releaseName+"-controller-no-secret-deletes"
+	for _, tc := range []struct{ value, policy, variable string }{
+		{"orphan", owner, "orphanAllowed"},
+		{"merge", owner, "mergeAllowed"},
+		{"delete", deletes, "deleteAllowed"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			r := renderValues(t, map[string]any{"controller": map[string]any{"enabled": true,
+				"secretPolicies": map[string]any{tc.value: true}}})
+			if got := variable(t, base.policies[tc.policy], tc.variable); got != "false" {
+				t.Errorf("by default %s of %s is %q, want false", tc.variable, tc.policy, got)
+			}
+			want := base.policies[tc.policy].DeepCopy()
+			for i, v := range want.Spec.Variables {
+				if v.Name == tc.variable {
+					want.Spec.Variables[i].Expression = "true"
+				}
+			}
+			if diff := cmp.Diff(want, r.policies[tc.policy]); diff != "" {
+				t.Errorf("%s with %s (-want +got):\n%s", tc.policy, tc.value, diff)
+			}
+			for name, p := range base.policies {
+				if name != tc.policy && !cmp.Equal(p, r.policies[name]) {
+					t.Errorf("%s changed with %s", name, tc.value)
+				}
+			}
+			role := r.clusterRoles[releaseName+"-controller"]
+			if role == nil {
+				t.Fatal("no ClusterRole of the controller")
+			}
+			deletesSecrets := false
+			for _, rule := range role.Rules {
+				deletesSecrets = deletesSecrets || slices.Contains(rule.Resources, "secrets") && slices.Contains(rule.Verbs, "delete")
+			}
+			if deletesSecrets != (tc.value == "delete") {
+				t.Errorf("with %s the ClusterRole deletes Secrets: %v, want %v", tc.value, deletesSecrets, tc.value == "delete")
+			}
+		})
 	}
 }

@@ -108,6 +108,17 @@ func esoPolicies(is issues, c *conversion, t map[string]any) {
 		is.invalid(path+".deletionPolicy", "Merge with creationPolicy None: External Secrets refuses it too (there is no Secret to merge into); use Retain")
 		return
 	}
+	// Policies beyond v0.0.5's guard rails: a note naming the switch.
+	switch creation {
+	case "Orphan", "Merge":
+		value := strings.ToLower(creation)
+		is.note(path+".creationPolicy", "%s needs, where keymount-controller's guard rails are installed, the chart value controller.secretPolicies.%s: true "+
+			"(kustomize: variable %sAllowed of keymount-controller-secret-owner); see docs/secrets-without-pods.md", creation, value, value)
+	}
+	if deletion == "Delete" {
+		is.note(path+".deletionPolicy", "Delete needs, where keymount-controller's guard rails are installed, the chart value controller.secretPolicies.delete: true "+
+			"(kustomize: variable deleteAllowed of keymount-controller-no-secret-deletes and delete on Secrets); see docs/secrets-without-pods.md")
+	}
 	if creation != "" && creation != "Owner" {
 		if c.syncAnnotations == nil {
 			c.syncAnnotations = map[string]string{}
