@@ -896,9 +896,13 @@ var noEquivalent = map[string]featureCheck{
 	"userPass":       vaultLoginRefused("userPass"),
 	"SecretSync":     {want: true, exists: func(t *testing.T, _ *features) bool { return slices.Contains(crdKinds(t), "SecretSync") }},
 
-	"caProvider":          vaultFieldRefused("caProvider", "{type: Secret, name: ca, key: ca.crt}"),
-	"vaultCACertPath":     {want: true, exists: func(t *testing.T, _ *features) bool { return sourceHas(t, "provider/vault/spec", `"vaultCACertPath"`) }},
-	"vaultCACertPEM":      {want: true, exists: func(t *testing.T, _ *features) bool { return sourceHas(t, "provider/vault/spec", `"vaultCACertPEM"`) }},
+	"tls": vaultFieldRefused("tls", "{certSecretRef: {name: client}, keySecretRef: {name: client}}"),
+	"vaultTLSClientCertPath": {want: true, exists: func(t *testing.T, _ *features) bool {
+		return sourceHas(t, "provider/vault/spec", `"vaultTLSClientCertPath"`)
+	}},
+	"vaultTLSClientKeyPath": {want: true, exists: func(t *testing.T, _ *features) bool {
+		return sourceHas(t, "provider/vault/spec", `"vaultTLSClientKeyPath"`)
+	}},
 	"remoteRef":           refusedESO(vaultStoreWith(""), "data:\n  - secretKey: password\n    remoteRef: {key: team-a/db}", "spec.data[0].remoteRef.property"),
 	"property":            refusedESO(vaultStoreWith(""), "data:\n  - secretKey: password\n    remoteRef: {key: team-a/db, property: a.b}", "spec.data[0].remoteRef.property"),
 	"readYourWrites":      vaultFieldRefused("readYourWrites", "true"),

@@ -55,13 +55,14 @@ func (cv *converter) convertCES(d *document) *conversion {
 		is.unsupported("spec.externalSecretSpec.secretStoreRef.kind", "%q: each namespace's own SecretStore; keymount writes one SecretSync in %q that reads through a ClusterSecretStore and copies the Secret; convert each namespace's ExternalSecret instead", cmp.Or(kind, "SecretStore"), ns)
 		return nil
 	}
-	targets, ok := cesNamespaces(is, s)
+	storeName := str(cv.noIssues(), "", field(esSpec, "secretStoreRef"), "name")
+	targets, ok := cesNamespaces(is, s, cv.stores[storeKey("ClusterSecretStore", "", storeName)])
 	if !ok {
 		return nil
 	}
 	// The externalSecretSpec's issues are named with their full path.
 	inner := cv.issuesFor(is.object + " spec.externalSecretSpec")
-	c := cv.convertESOSpec(inner, ns, esName, esSpec)
+	c := cv.convertESOSpec(inner, ns, esName, esSpec, true)
 	if c == nil {
 		return nil
 	}
@@ -111,13 +112,31 @@ func (cv *converter) clusterNamespace() string {
 // namespace makes the whole set every namespace (no annotation but
 // reflection-allowed and reflection-auto-enabled). ok is false when the
 // set cannot be expressed or selects nothing.
-func cesNamespaces(is issues, s map[string]any) (map[string]string, bool) {
+//
+// store is the ClusterSecretStore (nil when not in the input, reported
+// later): its spec.conditions say which namespaces' ExternalSecrets may use
+// it, and External Secrets writes no Secret in another. A listed namespace
+// they leave out gets no copy either (a note); selectors with conditions
+// are refused, since the copies follow the selectors alone.
+func cesNamespaces(is issues, s map[string]any, store *document) (map[string]string, bool) {
+	conditions := store != nil && len(items(field(store.fields, "spec"), "conditions")) > 0
 	var names []string
 	for i, v := range listOf(s, "namespaces") {
 		n, isStr := v.(string)
 		if !isStr || n == "" {
 			is.invalid(index("spec.namespaces", i), "not a namespace name")
 			return nil, false
+		}
+		if conditions {
+			admitted, selector := storeAdmits(store, n)
+			switch {
+			case selector != "" && !admitted:
+				is.unsupported(index("spec.namespaces", i), "%s: the namespaces' labels are not in the input, so keymount convert cannot tell whether External Secrets lets namespace %q use the store; name it in the condition's namespaces or namespaceRegexes", selector, n)
+				return nil, false
+			case !admitted:
+				is.note(index("spec.namespaces", i), "the ClusterSecretStore's spec.conditions do not let namespace %q use it, so External Secrets writes no Secret there; keymount copies none there either", n)
+				continue
+			}
 		}
 		names = append(names, regexp.QuoteMeta(n))
 	}
@@ -129,8 +148,12 @@ func cesNamespaces(is issues, s map[string]any) (map[string]string, bool) {
 	if sel, ok := s["namespaceSelector"].(map[string]any); ok {
 		sels, paths = append(sels, sel), append(paths, "spec.namespaceSelector")
 	}
+	if conditions && len(sels) > 0 {
+		is.unsupported(paths[0], "the ClusterSecretStore's spec.conditions limit which namespaces may use it, but keymount's copies follow the selectors alone, so a selected namespace the conditions leave out would get the Secret; list the namespaces in spec.namespaces (each is checked against the conditions)")
+		return nil, false
+	}
 	if len(names) == 0 && len(sels) == 0 {
-		is.unsupported("spec", "no namespaces, namespaceSelectors or namespaceSelector: it selects no namespace")
+		is.unsupported("spec", "no namespaces, namespaceSelectors or namespaceSelector the store admits: it selects no namespace")
 		return nil, false
 	}
 	out := map[string]string{annotationReflectionAllowed: "true", annotationAutoEnabled: "true"}

@@ -54,8 +54,11 @@ func (r *Result) converted() int { return len(r.conversions) }
 type converter struct {
 	opts   Options
 	stores map[string]*document
-	issues []Issue
-	dummy  []Issue
+	// objects are the input's v1 ConfigMaps and Secrets by
+	// "<kind>/<namespace>/<name>": a Vault store's caProvider reads one.
+	objects map[string]*document
+	issues  []Issue
+	dummy   []Issue
 }
 
 // Convert reads every ExternalSecret of the inputs (with the stores the
@@ -66,13 +69,16 @@ func Convert(inputs []Input, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cv := &converter{opts: opts, stores: map[string]*document{}}
+	cv := &converter{opts: opts, stores: map[string]*document{}, objects: map[string]*document{}}
 	for i := range docs {
 		d := &docs[i]
-		if isESO(d.apiVersion) && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore") {
-			meta := field(d.fields, "metadata")
-			ns := str(cv.noIssues(), "", meta, "namespace")
-			cv.stores[storeKey(d.kind, ns, str(cv.noIssues(), "", meta, "name"))] = d
+		meta := field(d.fields, "metadata")
+		ns, name := str(cv.noIssues(), "", meta, "namespace"), str(cv.noIssues(), "", meta, "name")
+		switch {
+		case isESO(d.apiVersion) && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore"):
+			cv.stores[storeKey(d.kind, ns, name)] = d
+		case d.apiVersion == "v1" && (d.kind == "ConfigMap" || d.kind == "Secret"):
+			cv.objects[d.kind+"/"+objectName(ns, name)] = d
 		}
 	}
 	res := &Result{}
@@ -128,11 +134,20 @@ func (cv *converter) convertDocument(d *document) *conversion {
 	case group == esoGroup || strings.HasSuffix(group, "."+esoGroup) || group == "kubernetes-client.io":
 		is := cv.issuesFor(d.where)
 		is.unsupported("", "%s %s: keymount convert reads %s and %s ExternalSecret, ClusterExternalSecret, SecretStore and ClusterSecretStore, and %s ExternalSecret", d.apiVersion, d.kind, esoVersion, esoV1beta1, kesVersion)
+	case d.apiVersion == "v1" && (d.kind == "ConfigMap" || d.kind == "Secret"):
+		is := cv.issuesFor(d.where)
+		is.note("", "%s %s is read only where a Vault store's caProvider names it", d.apiVersion, d.kind)
 	default:
 		is := cv.issuesFor(d.where)
 		is.note("", "ignored: %s %s is not an External Secrets object", d.apiVersion, d.kind)
 	}
 	return nil
+}
+
+// inputObject is the input's v1 ConfigMap or Secret namespace/name (kind
+// ConfigMap or Secret), nil when the input has none.
+func (cv *converter) inputObject(kind, namespace, name string) *document {
+	return cv.objects[kind+"/"+objectName(namespace, name)]
 }
 
 func (cv *converter) issuesFor(object string) issues {

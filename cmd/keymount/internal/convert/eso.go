@@ -24,15 +24,17 @@ func (cv *converter) convertESO(d *document) *conversion {
 	meta := field(d.fields, "metadata")
 	ns, name := str(cv.noIssues(), "", meta, "namespace"), str(cv.noIssues(), "", meta, "name")
 	is := cv.issuesFor("ExternalSecret " + objectName(ns, name))
-	return cv.convertESOSpec(is, ns, name, field(d.fields, "spec"))
+	return cv.convertESOSpec(is, ns, name, field(d.fields, "spec"), false)
 }
 
 // convertESOSpec converts the spec of the ExternalSecret ns/name (also a
-// ClusterExternalSecret's externalSecretSpec); is names the object.
-func (cv *converter) convertESOSpec(is issues, ns, name string, specFields map[string]any) *conversion {
+// ClusterExternalSecret's externalSecretSpec: cluster, whose target
+// namespaces convertCES checks against the store's conditions); is names
+// the object.
+func (cv *converter) convertESOSpec(is issues, ns, name string, specFields map[string]any, cluster bool) *conversion {
 	unknownFields(is, "spec", specFields, esoSpecFields...)
 	c := &conversion{source: is.object, namespace: ns, className: name, syncName: name}
-	st := cv.esoStore(is, ns, field(specFields, "secretStoreRef"))
+	st := cv.esoStore(is, ns, field(specFields, "secretStoreRef"), cluster)
 	if st == nil {
 		return nil
 	}

@@ -28,7 +28,7 @@ type esoStoreInfo struct {
 }
 
 // esoStore resolves spec.secretStoreRef in the input and reads the store.
-func (cv *converter) esoStore(is issues, namespace string, ref map[string]any) *esoStoreInfo {
+func (cv *converter) esoStore(is issues, namespace string, ref map[string]any, cluster bool) *esoStoreInfo {
 	const path = "spec.secretStoreRef"
 	name := str(is, path, ref, "name")
 	kind := str(is, path, ref, "kind")
@@ -45,12 +45,12 @@ func (cv *converter) esoStore(is issues, namespace string, ref map[string]any) *
 		is.invalid(path, "%s %s is not in the input; pass its manifest too (-f store.yaml)", kind, key[len(kind)+1:])
 		return nil
 	}
-	if kind == "ClusterSecretStore" && !storeAllows(is, d, namespace) {
+	if kind == "ClusterSecretStore" && !cluster && !storeAllows(is, d, namespace) {
 		return nil
 	}
 	sis := cv.issuesFor(kind + " " + key[len(kind)+1:])
 	before := sis.count()
-	st := readESOStore(sis, d, namespace, cv.opts.RoleARN != "")
+	st := cv.readESOStore(sis, d, namespace, cv.opts.RoleARN != "")
 	if st == nil {
 		is.unsupported(path, "its %s cannot be converted (above)", kind)
 		return nil
@@ -75,8 +75,20 @@ func storeKey(kind, namespace, name string) string {
 // ClusterSecretStore. esNamespace is the ExternalSecret's namespace;
 // central: --role-arn names the role of External Secrets' own
 // ServiceAccount (a jwt serviceAccountRef of another namespace reads as it).
-func readESOStore(is issues, d *document, esNamespace string, central bool) *esoStoreInfo {
-	provider := field(field(d.fields, "spec"), "provider")
+func (cv *converter) readESOStore(is issues, d *document, esNamespace string, central bool) *esoStoreInfo {
+	storeSpec := field(d.fields, "spec")
+	unknownFields(is, "spec", storeSpec, "provider", "conditions", "controller", "refreshInterval", "retrySettings")
+	if v := str(is, "spec", storeSpec, "controller"); v != "" {
+		is.note("spec.controller", "%q picks one of several External Secrets controllers; keymount-controller serves every SecretSync, so it has no meaning here", v)
+	}
+	if _, ok := storeSpec["refreshInterval"]; ok {
+		is.note("spec.refreshInterval", "not needed: External Secrets re-validates the store this often; keymount checks the store's access at every sync, and its status says when it fails")
+	}
+	if rs := field(storeSpec, "retrySettings"); rs != nil {
+		unknownFields(is, "spec.retrySettings", rs, "maxRetries", "retryInterval")
+		is.note("spec.retrySettings", "keymount's providers retry a failed call with their SDK's retryer (AWS: 3 attempts, exponential backoff) and keymount-controller retries a failed sync with its backoff; maxRetries and retryInterval are not applied")
+	}
+	provider := field(storeSpec, "provider")
 	const path = "spec.provider"
 	aws := field(provider, "aws")
 	for _, k := range sortedKeys(provider) {
@@ -86,7 +98,8 @@ func readESOStore(is issues, d *document, esNamespace string, central bool) *eso
 	}
 	if v := field(provider, "vault"); v != nil {
 		st := &esoStoreInfo{}
-		st.vault, st.serviceAccount = readESOVault(is, v, esNamespace)
+		ca := caSource{storeKind: d.kind, storeNamespace: str(cv.noIssues(), "", field(d.fields, "metadata"), "namespace"), find: cv.inputObject}
+		st.vault, st.serviceAccount = readESOVault(is, v, esNamespace, ca)
 		if st.vault.params["vaultAddress"] == "" || st.vault.params["roleName"] == "" {
 			return nil // reported: no server, or no Kubernetes auth role
 		}
@@ -165,32 +178,43 @@ const irsaAudience = "sts.amazonaws.com"
 // namespace the store's identity that External Secrets would have denied.
 func storeAllows(is issues, d *document, namespace string) bool {
 	const path = "spec.secretStoreRef"
+	ok, selector := storeAdmits(d, namespace)
+	switch {
+	case ok:
+		return true
+	case selector != "":
+		is.unsupported(path, "%s: the namespaces' labels are not in the input, so keymount convert cannot tell whether External Secrets lets namespace %q use this store; name the namespace in the condition's namespaces or namespaceRegexes", selector, namespace)
+	default:
+		is.unsupported(path, "the ClusterSecretStore's spec.conditions do not let namespace %q use it, so External Secrets would refuse this ExternalSecret", namespace)
+	}
+	return false
+}
+
+// storeAdmits reports whether the ClusterSecretStore d's spec.conditions
+// (none: every namespace) admit namespace by name or regular expression;
+// when they do not, selector is the path of a namespaceSelector that
+// might (the input has no labels to tell), "" if there is none.
+func storeAdmits(d *document, namespace string) (ok bool, selector string) {
 	conds := items(field(d.fields, "spec"), "conditions")
 	if len(conds) == 0 {
-		return true
+		return true, ""
 	}
-	selector := ""
 	for i, c := range conds {
 		for _, n := range items2(c, "namespaces") {
 			if n == namespace {
-				return true
+				return true, ""
 			}
 		}
 		for _, r := range items2(c, "namespaceRegexes") {
 			if re, err := regexp.Compile(r); err == nil && re.MatchString(namespace) {
-				return true
+				return true, ""
 			}
 		}
 		if _, ok := c["namespaceSelector"]; ok && selector == "" {
 			selector = index("the ClusterSecretStore's spec.conditions", i) + ".namespaceSelector"
 		}
 	}
-	if selector != "" {
-		is.unsupported(path, "%s: the namespaces' labels are not in the input, so keymount convert cannot tell whether External Secrets lets namespace %q use this store; name the namespace in the condition's namespaces or namespaceRegexes", selector, namespace)
-		return false
-	}
-	is.unsupported(path, "the ClusterSecretStore's spec.conditions do not let namespace %q use it, so External Secrets would refuse this ExternalSecret", namespace)
-	return false
+	return false, selector
 }
 
 // items2 returns the strings of the list at key of m.

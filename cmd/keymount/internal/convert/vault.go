@@ -39,7 +39,7 @@ type esoVault struct {
 // (vault-csi-provider's): server → vaultAddress, auth.kubernetes.role →
 // roleName, mountPath → vaultKubernetesMountPath, namespace →
 // vaultNamespace. It returns the ServiceAccount of the login too.
-func readESOVault(is issues, vault map[string]any, esNamespace string) (*esoVault, string) {
+func readESOVault(is issues, vault map[string]any, esNamespace string, ca caSource) (*esoVault, string) {
 	const vpath = "spec.provider.vault"
 	unknownFields(is, vpath, vault, esoVaultFields...)
 	v := &esoVault{params: map[string]string{}, mount: strings.Trim(str(is, vpath, vault, "path"), "/")}
@@ -63,10 +63,11 @@ func readESOVault(is issues, vault map[string]any, esNamespace string) (*esoVaul
 	if b := str(is, vpath, vault, "caBundle"); b != "" {
 		esoCABundle(is, vpath+".caBundle", b, v.params)
 	}
-	for _, k := range []string{"caProvider", "tls"} {
-		if _, ok := vault[k]; ok {
-			is.unsupported(vpath+"."+k, "a CA or client certificate read from a Secret or ConfigMap: put the CA's PEM text into the class's vaultCACertPEM, or mount the files into keymount's Vault provider (providers.vault.volumes) and set vaultCACertPath by hand")
-		}
+	if cp := field(vault, "caProvider"); cp != nil {
+		esoCAProvider(is, vpath+".caProvider", cp, ca, v.params)
+	}
+	if _, ok := vault["tls"]; ok {
+		is.unsupported(vpath+".tls", "a client certificate and key read from Secrets: keymount's Vault provider reads them from files (vaultTLSClientCertPath, vaultTLSClientKeyPath); mount the Secret into the provider (providers.vault.volumes) and set both by hand, since a key never goes into a class")
 	}
 	for _, k := range []string{"readYourWrites", "forwardInconsistent", "headers"} {
 		if _, ok := vault[k]; ok {
@@ -179,6 +180,82 @@ func (c *conversion) vaultParameters() (map[string]string, error) {
 		}
 	}
 	return p, nil
+}
+
+// caSource finds a v1 ConfigMap or Secret of the input by kind, namespace
+// and name (nil when it is not there).
+type caSource struct {
+	// storeKind and storeNamespace are the store's: a SecretStore's
+	// caProvider is in its own namespace, a ClusterSecretStore's names one.
+	storeKind, storeNamespace string
+	find                      func(kind, namespace, name string) *document
+}
+
+// esoCAProvider maps a Vault store's caProvider (a key of a ConfigMap or
+// Secret holding the CA's PEM text) to the class's vaultCACertPEM, with the
+// caBundle's certificates when both are set (External Secrets trusts
+// both). The ConfigMap or Secret must be in the input: keymount convert
+// never reads the cluster.
+func esoCAProvider(is issues, path string, cp map[string]any, ca caSource, params map[string]string) {
+	unknownFields(is, path, cp, "type", "name", "key", "namespace")
+	kind, name, key, ns := str(is, path, cp, "type"), str(is, path, cp, "name"), str(is, path, cp, "key"), str(is, path, cp, "namespace")
+	switch {
+	case kind != "Secret" && kind != "ConfigMap":
+		is.invalid(path+".type", "%q is not Secret or ConfigMap", kind)
+		return
+	case name == "":
+		is.invalid(path+".name", "is required")
+		return
+	case key == "":
+		is.invalid(path+".key", "is required")
+		return
+	case ca.storeKind == "ClusterSecretStore" && ns == "":
+		is.invalid(path+".namespace", "is required in a ClusterSecretStore")
+		return
+	case ca.storeKind != "ClusterSecretStore" && ns != "" && ns != ca.storeNamespace:
+		is.invalid(path+".namespace", "a SecretStore reads its CA from its own namespace %q, not %q; leave it out", ca.storeNamespace, ns)
+		return
+	}
+	if ns == "" {
+		ns = ca.storeNamespace
+	}
+	d := ca.find(kind, ns, name)
+	if d == nil {
+		is.invalid(path, "the %s %s is not in the input: add its manifest (kubectl get %s -n %s %s -o yaml), whose %s becomes the class's vaultCACertPEM",
+			kind, objectName(ns, name), strings.ToLower(kind), ns, name, key)
+		return
+	}
+	pemText, ok := caValue(d, key)
+	if !ok {
+		is.invalid(path+".key", "the %s %s has no key %q", kind, objectName(ns, name), key)
+		return
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM([]byte(pemText)) {
+		is.invalid(path+".key", "%s of the %s %s is not a PEM certificate bundle", key, kind, objectName(ns, name))
+		return
+	}
+	if prev := params["vaultCACertPEM"]; prev != "" {
+		pemText = strings.TrimRight(prev, "\n") + "\n" + pemText
+	}
+	params["vaultCACertPEM"] = pemText
+}
+
+// caValue is the text of key of a ConfigMap (data) or a Secret (data,
+// base64; stringData).
+func caValue(d *document, key string) (string, bool) {
+	if d.kind == "ConfigMap" {
+		v, ok := field(d.fields, "data")[key].(string)
+		return v, ok
+	}
+	if v, ok := field(d.fields, "stringData")[key].(string); ok {
+		return v, true
+	}
+	b64, ok := field(d.fields, "data")[key].(string)
+	if !ok {
+		return "", false
+	}
+	v, err := base64.StdEncoding.DecodeString(b64)
+	return string(v), err == nil
 }
 
 // esoCABundle maps a Vault store's caBundle (base64 of a PEM bundle) to the
