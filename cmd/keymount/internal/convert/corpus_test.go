@@ -59,6 +59,17 @@ func corpusOptions(t *testing.T, src []byte) Options {
 	return o
 }
 
+// corpusCases are the corpus's cases: every <case>.yaml but the
+// end-to-end data files <case>.e2e.yaml.
+func corpusCases() ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(corpusDir, "*.yaml"))
+	return slices.DeleteFunc(files, func(f string) bool { return strings.HasSuffix(f, e2eSuffix) }), err
+}
+
+// e2eSuffix ends the end-to-end data file of a case
+// (corpus_e2e_integration_test.go).
+const e2eSuffix = ".e2e.yaml"
+
 // corpusMinimum is the number of cases the corpus must hold at least.
 const corpusMinimum = 40
 
@@ -68,7 +79,7 @@ const corpusMinimum = 40
 // those with refusals, and every field path of the inputs with the number
 // of cases converting it and refusing it.
 func TestCorpus(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(corpusDir, "*.yaml"))
+	files, err := corpusCases()
 	if err != nil {
 		t.Fatal(err)
 	}
