@@ -48,6 +48,13 @@ type cluster struct {
 // region and proves identities with IRSA at moto's STS.
 func startCluster(t *testing.T, endpoint, region string) *cluster {
 	t.Helper()
+	return startClusterWith(t, endpoint, region, time.Minute)
+}
+
+// startClusterWith is startCluster whose AWS provider remembers a
+// ServiceAccount's role for saTTL (keymount-provider-aws: a minute).
+func startClusterWith(t *testing.T, endpoint, region string, saTTL time.Duration) *cluster {
+	t.Helper()
 	ctrl.SetLogger(klog.Background())
 	// Own control plane: the package's only one (Shared would save nothing).
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../../../deploy/crds"}})
@@ -60,7 +67,7 @@ func startCluster(t *testing.T, endpoint, region string) *cluster {
 		t.Fatal(err)
 	}
 	sockDir := sockettest.Dir(t)
-	serveAWS(t, env, sockDir, endpoint, region)
+	serveAWS(t, env, sockDir, endpoint, region, saTTL)
 	cl.namespace(t, controllerNS)
 
 	cfg := secretsync.Config{Audiences: []string{stsAudience}, PollInterval: time.Hour}
@@ -71,14 +78,14 @@ func startCluster(t *testing.T, endpoint, region string) *cluster {
 
 // serveAWS serves keymount's AWS provider, wired as keymount-provider-aws
 // wires it, as provider "aws" in dir until the test ends.
-func serveAWS(t *testing.T, env *k8senv.Env, dir, endpoint, region string) {
+func serveAWS(t *testing.T, env *k8senv.Env, dir, endpoint, region string, saTTL time.Duration) {
 	t.Helper()
 	kc, err := kubeclient.ForConfig(env.Config, 50, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := store.New(store.Config{Endpoint: endpoint})
-	ids := identity.New(identity.Config{STSEndpoint: endpoint, Outages: st}, identity.NewKubeServiceAccounts(kc, time.Minute))
+	ids := identity.New(identity.Config{STSEndpoint: endpoint, Outages: st}, identity.NewKubeServiceAccounts(kc, saTTL))
 	verifier, err := satoken.New(satoken.Config{}, kc)
 	if err != nil {
 		t.Fatal(err)
