@@ -46,9 +46,9 @@ func (c *Compiled) Found(byName map[string][]byte) (map[string][]byte, error) {
 }
 
 // keys rewrites, converts and decodes in, as ESO does: rewrites first;
-// found names are converted when no rewrite is set, extracted keys when
-// the strategy is Unicode; every key must then be a valid Secret key, and
-// no two values may end up under one key.
+// extracted keys and found names are converted when no rewrite is set;
+// every key must then be a valid Secret key, and no two values may end up
+// under one key.
 func (c *Compiled) keys(in map[string][]byte, found bool) (map[string][]byte, error) {
 	names := slices.Sorted(func(yield func(string) bool) {
 		for k := range in {
@@ -62,7 +62,9 @@ func (c *Compiled) keys(in map[string][]byte, found bool) (map[string][]byte, er
 	var errs []error
 	for _, name := range names {
 		key := c.rewrite(name)
-		if (found && len(c.rewrites) == 0) || c.conversion == ConvertUnicode {
+		// As External Secrets: the conversion strategy applies to the keys
+		// of extract and find alike, and only without rewrites.
+		if len(c.rewrites) == 0 {
 			key = convert(key, c.conversion)
 		}
 		if msgs := validation.IsConfigMapKey(key); len(msgs) > 0 {

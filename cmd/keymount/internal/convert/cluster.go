@@ -70,6 +70,9 @@ func (cv *converter) convertCES(d *document) *conversion {
 	md := field(s, "externalSecretMetadata")
 	unknownFields(is, "spec.externalSecretMetadata", md, "labels", "annotations")
 	c.syncLabels = strMap(is, "spec.externalSecretMetadata", md, "labels")
+	// The ExternalSecrets' metadata reaches their Secrets without a
+	// template.
+	esoMetadataToSecret(is, c, esSpec, c.syncLabels, strMap(is, "spec.externalSecretMetadata", md, "annotations"))
 	for k, v := range strMap(is, "spec.externalSecretMetadata", md, "annotations") {
 		if _, taken := c.syncAnnotations[k]; taken {
 			is.unsupported("spec.externalSecretMetadata.annotations", "%s: keymount sets it on the SecretSync", k)

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/keymount/keymount/provider/aws/spec"
@@ -24,7 +25,38 @@ func (cv *converter) convertESO(d *document) *conversion {
 	meta := field(d.fields, "metadata")
 	ns, name := str(cv.noIssues(), "", meta, "namespace"), str(cv.noIssues(), "", meta, "name")
 	is := cv.issuesFor("ExternalSecret " + objectName(ns, name))
-	return cv.convertESOSpec(is, ns, name, field(d.fields, "spec"), false)
+	c := cv.convertESOSpec(is, ns, name, field(d.fields, "spec"), false)
+	if c != nil {
+		esoMetadataToSecret(is, c, field(d.fields, "spec"), strMap(is, "metadata", meta, "labels"), strMap(is, "metadata", meta, "annotations"))
+	}
+	return c
+}
+
+// lastApplied is kubectl's annotation of an applied manifest.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// esoMetadataToSecret gives the Secret the ExternalSecret's own labels and
+// annotations when it has no target.template, as External Secrets does (a
+// template's metadata replaces them). kubectl's last-applied annotation
+// describes the ExternalSecret, not the Secret: it is left out.
+func esoMetadataToSecret(is issues, c *conversion, spec map[string]any, labels, annotations map[string]string) {
+	if field(field(spec, "target"), "template") != nil {
+		return
+	}
+	if len(labels) > 0 && c.labels == nil {
+		c.labels = map[string]string{}
+	}
+	maps.Copy(c.labels, labels)
+	for k, v := range annotations {
+		if k == lastApplied {
+			is.note("metadata.annotations", "%s is kubectl's record of the ExternalSecret; External Secrets copies it onto the Secret, keymount does not", lastApplied)
+			continue
+		}
+		if c.annotations == nil {
+			c.annotations = map[string]string{}
+		}
+		c.annotations[k] = v
+	}
 }
 
 // convertESOSpec converts the spec of the ExternalSecret ns/name (also a
