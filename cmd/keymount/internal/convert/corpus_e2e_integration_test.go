@@ -162,7 +162,7 @@ func TestCorpusSecretsMatchExternalSecrets(t *testing.T) {
 			continue
 		}
 		if c.KnownDefect != "" {
-			convertInput(t, string(src), caseOptions(t, src))
+			convertInput(t, string(src), convert.CorpusOptions(t, src))
 			t.Logf("case %s: KNOWN DEFECT, not compared: %s", name, c.KnownDefect)
 			continue
 		}
@@ -274,7 +274,7 @@ func checkCase(t *testing.T, cl *cluster, c *e2eCase, objs []*unstructured.Unstr
 // identity changes nothing in the Secret.
 func caseObjects(t *testing.T, name string, src []byte, role string) []*unstructured.Unstructured {
 	t.Helper()
-	out := convertInput(t, string(src), caseOptions(t, src))
+	out := convertInput(t, string(src), convert.CorpusOptions(t, src))
 	var objs []*unstructured.Unstructured
 	for _, doc := range strings.Split(string(out), "\n---\n") {
 		var obj map[string]any
@@ -299,40 +299,6 @@ func caseObjects(t *testing.T, name string, src []byte, role string) []*unstruct
 		objs = append(objs, u)
 	}
 	return objs
-}
-
-// caseOptions reads a case's first line, "# convert: --role-arn ARN ...".
-func caseOptions(t *testing.T, src []byte) convert.Options {
-	t.Helper()
-	var o convert.Options
-	line, _, _ := strings.Cut(string(src), "\n")
-	rest, ok := strings.CutPrefix(line, "# convert:")
-	if !ok {
-		return o
-	}
-	args := strings.Fields(rest)
-	for i := 0; i < len(args); i++ {
-		val := func() string {
-			if i+1 >= len(args) {
-				t.Fatalf("option %s: no value", args[i])
-			}
-			i++
-			return args[i]
-		}
-		switch args[i] {
-		case "--role-arn":
-			o.RoleARN = val()
-		case "--service-account":
-			o.ServiceAccount = val()
-		case "--cluster-namespace":
-			o.ClusterNamespace = val()
-		case "--pod-identity":
-			o.PodIdentity = true
-		default:
-			t.Fatalf("option %q unknown", args[i])
-		}
-	}
-	return o
 }
 
 // irsaFor creates (or re-roles) with role every ServiceAccount a SecretSync
