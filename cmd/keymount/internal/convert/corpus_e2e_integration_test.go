@@ -492,17 +492,19 @@ func waitSynced(t *testing.T, cl *cluster, a e2eName, objs []*unstructured.Unstr
 	}
 }
 
-// syncStates describes the SecretSyncs of ns, for a failure message.
+// syncStates describes every SecretSync's conditions, for a failure
+// message (a copy's SecretSync is in another namespace than the Secret ns).
 func syncStates(t *testing.T, cl *cluster, ns string) string {
 	t.Helper()
 	var l ss1.SecretSyncList
-	if err := cl.c.List(context.Background(), &l, client.InNamespace(ns)); err != nil {
+	if err := cl.c.List(context.Background(), &l); err != nil {
 		return ""
 	}
-	var b strings.Builder
+	b := strings.Builder{}
+	fmt.Fprintf(&b, " (Secret's namespace %s)", ns)
 	for _, ss := range l.Items {
 		for _, c := range ss.Status.Conditions {
-			fmt.Fprintf(&b, "\n  SecretSync %s: %s=%s %s: %s", ss.Name, c.Type, c.Status, c.Reason, c.Message)
+			fmt.Fprintf(&b, "\n  SecretSync %s/%s: %s=%s %s: %s", ss.Namespace, ss.Name, c.Type, c.Status, c.Reason, c.Message)
 		}
 	}
 	return b.String()
