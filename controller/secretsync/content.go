@@ -132,6 +132,10 @@ func desiredContent(ss *secretsyncv1alpha1.SecretSync, files []*v1alpha1.File) (
 		typ:  secretType(ss),
 		data: make(map[string][]byte, len(ss.Spec.SecretObject.Data)),
 	}
+	value, err := valuerOf(ss, c.typ)
+	if err != nil {
+		return nil, err
+	}
 	sources := make(map[string]string, len(ss.Spec.SecretObject.Data))
 	for _, d := range ss.Spec.SecretObject.Data {
 		if isMarker(d, dirs) {
@@ -141,14 +145,14 @@ func desiredContent(ss *secretsyncv1alpha1.SecretSync, files []*v1alpha1.File) (
 		if !ok {
 			return nil, fmt.Errorf("sourcePath %q (targetKey %q): %w (%s)", d.SourcePath, d.TargetKey, errMissingObject, describe(byPath))
 		}
-		b, err = secretValue(c.typ, d.TargetKey, b)
+		b, err = value(d.TargetKey, b)
 		if err != nil {
 			return nil, fmt.Errorf("sourcePath %q for targetKey %q of a %s Secret: %w", d.SourcePath, d.TargetKey, corev1.SecretTypeTLS, err)
 		}
 		c.data[d.TargetKey] = b
 		sources[d.TargetKey] = fmt.Sprintf("spec.secretObject.data sourcePath %q", d.SourcePath)
 	}
-	if err := expandDirs(c.typ, dirs, byPath, c.data, sources); err != nil {
+	if err := expandDirs(c.typ, value, dirs, byPath, c.data, sources); err != nil {
 		return nil, err
 	}
 	if err := renderTemplates(ss, byPath, c.data); err != nil {
@@ -178,6 +182,42 @@ func secretValue(typ corev1.SecretType, key string, b []byte) ([]byte, error) {
 		return tlsbundle.Part(b, key)
 	}
 	return b, nil
+}
+
+// AnnotationTLSSplit "false" on a SecretSync of type kubernetes.io/tls
+// writes tls.crt and tls.key as the provider returns them, byte for byte,
+// as External Secrets and KES do (keymount convert sets it), instead of
+// split from a PEM bundle or a PKCS#12 archive, the sync controller's and
+// the driver's way and the default ("true").
+const AnnotationTLSSplit = "keymount.io/tls-split"
+
+// valuer turns the provider's value for a Secret key into the key's value.
+type valuer func(key string, b []byte) ([]byte, error)
+
+// valuerOf is secretValue for ss: a key a template writes keeps its source
+// value (the template replaces it; the source is often a placeholder), and
+// AnnotationTLSSplit "false" turns the TLS split off.
+func valuerOf(ss *secretsyncv1alpha1.SecretSync, typ corev1.SecretType) (valuer, error) {
+	split := true
+	if v, ok := ss.Annotations[AnnotationTLSSplit]; ok {
+		switch strings.TrimSpace(v) {
+		case "true":
+		case "false":
+			split = false
+		default:
+			return nil, fmt.Errorf("annotation %s is %q: set it to true (the default: split a PEM bundle or PKCS#12 archive into tls.crt and tls.key) or false (write both as returned)", AnnotationTLSSplit, v)
+		}
+	}
+	if !split || typ != corev1.SecretTypeTLS {
+		return func(_ string, b []byte) ([]byte, error) { return b, nil }, nil
+	}
+	templated := templateTargets(ss)
+	return func(key string, b []byte) ([]byte, error) {
+		if slices.Contains(templated, key) {
+			return b, nil
+		}
+		return secretValue(typ, key, b)
+	}, nil
 }
 
 // errTemplate marks a template annotation that is invalid or does not

@@ -96,7 +96,7 @@ func isMarker(e ss1.SecretObjectData, dirs []string) bool {
 // sources) keeps its value, and a directory's key replaces the same key of
 // a directory listed before it. Its errors name files and keys, never
 // contents.
-func expandDirs(typ corev1.SecretType, dirs []string, byPath map[string][]byte, data map[string][]byte, explicit map[string]string) error {
+func expandDirs(typ corev1.SecretType, value valuer, dirs []string, byPath map[string][]byte, data map[string][]byte, explicit map[string]string) error {
 	if len(dirs) == 0 {
 		return nil
 	}
@@ -117,7 +117,7 @@ func expandDirs(typ corev1.SecretType, dirs []string, byPath map[string][]byte, 
 			if _, ok := explicit[name]; ok {
 				continue // spec.data's key wins, as ESO's data wins over dataFrom
 			}
-			b, err := secretValue(typ, name, byPath[p])
+			b, err := value(name, byPath[p])
 			if err != nil {
 				return fmt.Errorf("file %q of directory %q (annotation %s) for key %q of a %s Secret: %w", p, dir, AnnotationDataFrom, name, typ, err)
 			}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/keymount/keymount/internal/template"
@@ -200,8 +202,20 @@ func (cv *converter) finish(c *conversion) {
 			}
 		}
 	}
+	// External Secrets and KES write a TLS Secret's keys as the store
+	// holds them; keymount-controller splits them by default.
+	if c.secretType == string(corev1.SecretTypeTLS) {
+		if c.syncAnnotations == nil {
+			c.syncAnnotations = map[string]string{}
+		}
+		c.syncAnnotations[annotationTLSSplit] = "false"
+	}
 	checkClass(is, c)
 }
+
+// annotationTLSSplit (controller/secretsync.AnnotationTLSSplit) "false"
+// writes tls.crt and tls.key as the provider returns them.
+const annotationTLSSplit = "keymount.io/tls-split"
 
 // reservedPrefix starts the Secret labels and annotations a SecretSync may
 // not ask for.

@@ -1,0 +1,90 @@
+package secretsync
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/keymount/keymount/internal/template"
+)
+
+// tlsPair returns a self-signed certificate and its key in PKCS#8, both
+// PEM.
+func tlsPair(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
+		NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1<<32, 0)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})
+}
+
+// TestTLSSplitOff: by default a kubernetes.io/tls Secret's tls.key is split
+// from its object (the key re-encoded, as the driver does); with
+// keymount.io/tls-split "false" both keys are the provider's bytes, as
+// External Secrets writes them; another value is refused naming the
+// annotation.
+func TestTLSSplitOff(t *testing.T) {
+	certPEM, keyPEM := tlsPair(t)
+	ss := spec(string(corev1.SecretTypeTLS), "crt", corev1.TLSCertKey, "key", corev1.TLSPrivateKeyKey)
+	in := []string{"crt", string(certPEM), "key", string(keyPEM)}
+	c, err := desiredContent(ss, files(in...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(c.data[corev1.TLSPrivateKeyKey], keyPEM) {
+		t.Error("by default the PKCS#8 key is written as returned, want it split and re-encoded as the driver does")
+	}
+	ss.Annotations = map[string]string{AnnotationTLSSplit: "false"}
+	c, err = desiredContent(ss, files(in...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(c.data[corev1.TLSPrivateKeyKey], keyPEM) || !bytes.Equal(c.data[corev1.TLSCertKey], certPEM) {
+		t.Error("with tls-split false, tls.crt and tls.key differ from the provider's bytes")
+	}
+	ss.Annotations[AnnotationTLSSplit] = "no"
+	if _, err := desiredContent(ss, files(in...)); err == nil || !strings.Contains(err.Error(), AnnotationTLSSplit) {
+		t.Errorf("tls-split no: %v, want an error naming the annotation", err)
+	}
+}
+
+// TestTLSTemplatedKeysNotSplit: a tls.crt and tls.key written by templates
+// keep their placeholder sources unsplit (keymount convert's output for an
+// ExternalSecret whose template writes both): the templates' output is the
+// Secret's, byte for byte.
+func TestTLSTemplatedKeysNotSplit(t *testing.T) {
+	certPEM, keyPEM := tlsPair(t)
+	ss := spec(string(corev1.SecretTypeTLS), "crt", corev1.TLSCertKey, "crt", corev1.TLSPrivateKeyKey)
+	ss.Annotations = map[string]string{
+		template.AnnotationPrefix + corev1.TLSCertKey:       "{{ .crt }}",
+		template.AnnotationPrefix + corev1.TLSPrivateKeyKey: "{{ .key }}",
+	}
+	c, err := desiredContent(ss, files("crt", string(certPEM), "key", string(keyPEM)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(c.data[corev1.TLSPrivateKeyKey], keyPEM) || !bytes.Equal(c.data[corev1.TLSCertKey], certPEM) {
+		t.Error("templated tls.crt and tls.key differ from the templates' output")
+	}
+}
