@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/keymount/keymount/controller/fanout"
 )
@@ -44,6 +45,31 @@ const (
 	AnnotationAllowedNamespacesSelectors = "keymount.io/reflection-allowed-namespaces-selectors"
 	AnnotationAutoNamespacesSelectors    = "keymount.io/reflection-auto-namespaces-selectors"
 )
+
+// AnnotationCopyLabels "true" on a source gives its copies the source's
+// labels too (reflector copies none): a ClusterExternalSecret's Secret
+// carries its labels in every namespace (keymount convert writes it).
+// Labels under secrets-store.sync.x-k8s.io, the SecretSync controller's,
+// stay on the source.
+const AnnotationCopyLabels = "keymount.io/reflection-copy-labels"
+
+// syncLabelPrefix starts the labels of the SecretSync controller.
+const syncLabelPrefix = "secrets-store.sync.x-k8s.io"
+
+// copiedLabels are the labels a copy of src carries: none, or with
+// AnnotationCopyLabels the source's but the SecretSync controller's.
+func copiedLabels(src client.Object) map[string]string {
+	if !parseBool(src.GetAnnotations()[AnnotationCopyLabels]) || len(src.GetLabels()) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(src.GetLabels()))
+	for k, v := range src.GetLabels() {
+		if !strings.HasPrefix(k, syncLabelPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
 
 // WriterName is the fanout.LabelCopy value of the copies this package
 // writes.

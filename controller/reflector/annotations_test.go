@@ -1,8 +1,12 @@
 package reflector
 
 import (
+	"maps"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestPropertiesOf(t *testing.T) {
@@ -89,5 +93,25 @@ func TestReflectedAt(t *testing.T) {
 	at := time.Date(2026, 11, 26, 17, 4, 18, 123456700, time.FixedZone("CET", 3600))
 	if got, want := ReflectedAt(at), "2026-11-26T16:04:18.1234567+00:00"; got != want {
 		t.Errorf("ReflectedAt = %q, want %q (.NET's round-trip format, UTC)", got, want)
+	}
+}
+
+// TestCopiedLabels: a copy carries no label of its source (as reflector's),
+// unless the source asks with keymount.io/reflection-copy-labels; the
+// SecretSync controller's labels stay on the source even then.
+func TestCopiedLabels(t *testing.T) {
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "src", Name: "db",
+		Labels: map[string]string{"platform": "ca", "secrets-store.sync.x-k8s.io": ""}}, Data: map[string][]byte{"k": []byte("v")}}
+	if got := Secrets.content(src, "web", "db").GetLabels(); len(got) != 0 {
+		t.Errorf("copy labels without the annotation: %v, want none", got)
+	}
+	src.Annotations = map[string]string{AnnotationCopyLabels: "True"}
+	if got := Secrets.content(src, "web", "db").GetLabels(); !maps.Equal(got, map[string]string{"platform": "ca"}) {
+		t.Errorf("copy labels with the annotation: %v, want platform=ca alone", got)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"team": "a"},
+		Annotations: map[string]string{AnnotationCopyLabels: "true"}}}
+	if got := ConfigMaps.content(cm, "web", "cm").GetLabels(); !maps.Equal(got, map[string]string{"team": "a"}) {
+		t.Errorf("ConfigMap copy labels: %v, want team=a", got)
 	}
 }

@@ -17,7 +17,8 @@ type Kind struct {
 	newList  func() client.ObjectList
 	items    func(client.ObjectList) []client.Object
 	// content copies what reflector copies: a Secret's type and data, a
-	// ConfigMap's data and binaryData; never labels.
+	// ConfigMap's data and binaryData; labels only as AnnotationCopyLabels
+	// asks.
 	content func(src client.Object, ns, name string) client.Object
 }
 
@@ -35,7 +36,7 @@ var (
 			return nil
 		},
 		content: func(src client.Object, ns, name string) client.Object {
-			out := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			out := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: copiedLabels(src)}}
 			if s, ok := src.(*corev1.Secret); ok {
 				out.Type, out.Data = s.Type, maps.Clone(s.Data)
 			}
@@ -54,7 +55,7 @@ var (
 			return nil
 		},
 		content: func(src client.Object, ns, name string) client.Object {
-			out := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			out := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: copiedLabels(src)}}
 			if c, ok := src.(*corev1.ConfigMap); ok {
 				out.Data, out.BinaryData = maps.Clone(c.Data), maps.Clone(c.BinaryData)
 			}

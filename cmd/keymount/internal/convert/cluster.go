@@ -92,12 +92,20 @@ func (cv *converter) convertCES(d *document) *conversion {
 		}
 		c.annotations[k] = v
 	}
+	if len(c.labels) > 0 {
+		// External Secrets gives every namespace's Secret these labels.
+		c.annotations[annotationCopyLabels] = "true"
+	}
 	is.note("", "keymount-controller copies the Secret %s into the selected namespaces (and removes its copies from those that stop matching) when it runs with --enable-fanout (chart: controller.fanout.enabled=true)", objectName(ns, c.syncName))
 	if str(is, "spec", s, "refreshTime") != "" {
 		is.note("spec.refreshTime", "not needed: keymount-controller watches namespaces and serves a new or relabelled one at once")
 	}
 	return c
 }
+
+// annotationCopyLabels (controller/reflector.AnnotationCopyLabels) "true"
+// gives the copies the source Secret's labels.
+const annotationCopyLabels = "keymount.io/reflection-copy-labels"
 
 // clusterNamespace is the namespace of the ClusterExternalSecrets'
 // SecretSyncs.

@@ -52,10 +52,6 @@ type e2eCase struct {
 	Existing []e2eSecret `json:"existing"`
 	Secrets  []e2eSecret `json:"secrets"`
 	Absent   []e2eName   `json:"absent"`
-	// KnownDefect names a difference from External Secrets found by this
-	// test and not fixed yet (an open defect of issue 34): the case is
-	// converted, but not run; the test output lists it.
-	KnownDefect string `json:"knownDefect"`
 }
 
 type e2eSMSecret struct {
@@ -159,11 +155,6 @@ func TestCorpusSecretsMatchExternalSecrets(t *testing.T) {
 		var c e2eCase
 		if err := yaml.UnmarshalStrict(data, &c); err != nil {
 			t.Errorf("%s.e2e.yaml: %v", name, err)
-			continue
-		}
-		if c.KnownDefect != "" {
-			convertInput(t, string(src), convert.CorpusOptions(t, src))
-			t.Logf("case %s: KNOWN DEFECT, not compared: %s", name, c.KnownDefect)
 			continue
 		}
 		ran++
