@@ -55,8 +55,21 @@ func startCluster(t *testing.T, endpoint, region string) *cluster {
 // ServiceAccount's role for saTTL (keymount-provider-aws: a minute).
 func startClusterWith(t *testing.T, endpoint, region string, saTTL time.Duration) *cluster {
 	t.Helper()
+	cl, _ := startControllerCluster(t, stsAudience, func(env *k8senv.Env, dir string) {
+		serveAWS(t, env, dir, endpoint, region, saTTL)
+	})
+	return cl
+}
+
+// startControllerCluster starts a real API server with keymount's CRDs,
+// the providers serve puts into the socket directory it is given, and
+// keymount-controller's SecretSync reconciler, which requests tokens for
+// audience.
+func startControllerCluster(t *testing.T, audience string, serve func(env *k8senv.Env, dir string)) (*cluster, *k8senv.Env) {
+	t.Helper()
 	ctrl.SetLogger(klog.Background())
-	// Own control plane: the package's only one (Shared would save nothing).
+	// Own control plane: each test of the package starts its own
+	// controller and provider, watching every namespace.
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../../../deploy/crds"}})
 	scheme, err := kube.NewScheme()
 	if err != nil {
@@ -67,13 +80,13 @@ func startClusterWith(t *testing.T, endpoint, region string, saTTL time.Duration
 		t.Fatal(err)
 	}
 	sockDir := sockettest.Dir(t)
-	serveAWS(t, env, sockDir, endpoint, region, saTTL)
+	serve(env, sockDir)
 	cl.namespace(t, controllerNS)
 
-	cfg := secretsync.Config{Audiences: []string{stsAudience}, PollInterval: time.Hour}
+	cfg := secretsync.Config{Audiences: []string{audience}, PollInterval: time.Hour}
 	cfg.Pod.Name, cfg.Pod.Namespace, cfg.Pod.UID = "keymount-controller-0", controllerNS, "0000-convert"
 	ctrltest.SyncController{Config: cfg, SocketDir: sockDir, Workers: 2}.Start(t, env.Config, scheme)
-	return cl
+	return cl, env
 }
 
 // serveAWS serves keymount's AWS provider, wired as keymount-provider-aws

@@ -5,20 +5,12 @@ package convert_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/keymount/keymount/cmd/keymount/internal/convert"
-	"github.com/keymount/keymount/controller/secretsync"
-	"github.com/keymount/keymount/internal/kube"
 	"github.com/keymount/keymount/internal/satoken"
-	"github.com/keymount/keymount/internal/unixsocket/sockettest"
 	"github.com/keymount/keymount/provider/aws/kubeclient"
 	"github.com/keymount/keymount/provider/vault"
 	"github.com/keymount/keymount/tests/ctrltest"
@@ -121,10 +113,26 @@ spec:
 // its JSON text (ESO's Vault provider marshals non-strings), the version
 // asked for, templates over those values.
 func TestConvertedVaultSecretsMatchExternalSecrets(t *testing.T) {
-	ctrl.SetLogger(klog.Background())
-	// Own control plane: Vault's Kubernetes auth reviews this API server's tokens.
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../../../deploy/crds"}})
-	v := vaultenv.Start(t, vaultenv.Options{Kube: env})
+	// Vault's Kubernetes auth reviews the API server's tokens: it starts
+	// with the cluster, before the provider.
+	var v *vaultenv.Vault
+	cl, _ := startControllerCluster(t, "vault", func(env *k8senv.Env, dir string) {
+		v = vaultenv.Start(t, vaultenv.Options{Kube: env})
+		kc, err := kubeclient.ForConfig(env.Config, 50, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens, err := satoken.New(satoken.Config{}, kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := vault.New(vault.Config{}, tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go p.Run(t.Context())
+		ctrltest.ServeProvider(t, dir, "vault", p)
+	})
 	v.Policy(t, "vteam-read", `path "secret/data/vteam/*" { capabilities = ["read"] }
 path "kv1/vteam/*" { capabilities = ["read"] }`)
 	v.KubernetesRole(t, vaultenv.Role{Name: "vteam-app", Namespace: "vteam", ServiceAccount: "app", Policies: []string{"vteam-read"}})
@@ -134,34 +142,6 @@ path "kv1/vteam/*" { capabilities = ["read"] }`)
 	v.PutKVv2(t, "vteam/db", map[string]any{"username": "billing", "password": password, "port": 5432, "tls": true})
 	apiKey := "key-" + randomHex(t)
 	v.Write(t, "kv1/vteam/legacy", map[string]any{"api-key": apiKey})
-
-	scheme, err := kube.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := &cluster{cs: kubernetes.NewForConfigOrDie(env.Config), cfg: env.Config}
-	if cl.c, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
-		t.Fatal(err)
-	}
-	sockDir := sockettest.Dir(t)
-	kc, err := kubeclient.ForConfig(env.Config, 50, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := satoken.New(satoken.Config{}, kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := vault.New(vault.Config{}, tokens)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go p.Run(t.Context())
-	ctrltest.ServeProvider(t, sockDir, "vault", p)
-	cl.namespace(t, controllerNS)
-	cfg := secretsync.Config{Audiences: []string{"vault"}, PollInterval: time.Hour}
-	cfg.Pod.Name, cfg.Pod.Namespace, cfg.Pod.UID = "keymount-controller-0", controllerNS, "0000-convert-vault"
-	ctrltest.SyncController{Config: cfg, SocketDir: sockDir, Workers: 2}.Start(t, env.Config, scheme)
 
 	cl.namespace(t, "vteam")
 	if err := cl.c.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "vteam", Name: "app"}}); err != nil {
