@@ -26,6 +26,7 @@ var otherTools = map[string]string{
 	"set":              "helm",
 	"overwrite":        "kubectl annotate",
 	"server-side":      "kubectl apply",
+	"wait":             "kubectl delete",
 	"all":              "crane/skopeo copy",
 	"platform":         "docker buildx build",
 	"build-arg":        "docker buildx build",

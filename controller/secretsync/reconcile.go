@@ -167,12 +167,12 @@ func (r *Reconciler) ownSecret(ctx context.Context, ss *ss1.SecretSync, p polici
 	if p.owns(ss, &s) {
 		return &s, "", nil
 	}
-	return nil, conflictMessage(&s), nil
+	return nil, conflictMessage(ss, &s), nil
 }
 
 // conflictMessage names a Secret the SecretSync must not write and its
-// owners.
-func conflictMessage(s *corev1.Secret) string {
+// owners, and the ways out.
+func conflictMessage(ss *ss1.SecretSync, s *corev1.Secret) string {
 	owner := "no owner reference"
 	if len(s.OwnerReferences) > 0 {
 		owner = "owned by"
@@ -185,7 +185,9 @@ func conflictMessage(s *corev1.Secret) string {
 	}
 	return fmt.Sprintf("Secret %q already exists and is not owned by this SecretSync (%s); "+
 		"keymount-controller writes only Secrets it created: delete or rename that Secret, rename the SecretSync, "+
-		"or set annotation %s: Merge to write only this SecretSync's keys into it", s.Name, owner, AnnotationCreationPolicy)
+		"set annotation %s: Merge to write only this SecretSync's keys into it, "+
+		"or hand the Secret over once no other tool writes it and it has no owner: annotate it %s=%s", s.Name, owner, AnnotationCreationPolicy,
+		AnnotationSecretSyncUID, ss.UID)
 }
 
 // failed records a failed sync: status, event, metric, backoff.

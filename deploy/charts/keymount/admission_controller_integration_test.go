@@ -384,6 +384,7 @@ func TestControllerAdmissionPolicies(t *testing.T) {
 			t.Errorf("Secret theirs after the denials: %v, %v; want it unchanged", s, err)
 		}
 	})
+	t.Run("adopting a Secret handed over", func(t *testing.T) { testAdoption(t, g, ns) })
 	t.Run("a service account token Secret", func(t *testing.T) { testNoSATokens(t, g, ns) })
 	t.Run("other users are not bound", func(t *testing.T) {
 		other := g.namespace(t)
@@ -534,6 +535,34 @@ func testControllerAdmitted(t *testing.T, g *guardRails, ns string) {
 	}
 }
 
+// testAdoption: a Secret another tool wrote, left ownerless and annotated
+// with its SecretSync's UID by someone who may write it (the live move of
+// docs/migrating-from-external-secrets.md), is adopted: the controller may
+// make that SecretSync its one owner. It may not adopt one annotated with
+// another UID, nor add the annotation itself.
+func testAdoption(t *testing.T, g *guardRails, ns string) {
+	ctx := t.Context()
+	for _, name := range []string{"handed-over", "handed-elsewhere"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"keymount.io/secret-sync-uid": "0a3c8d8e-handed-over"}},
+			StringData: map[string]string{"key": "value"}}
+		if _, err := g.admin.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := func(name string) string {
+		return `{"metadata":{"ownerReferences":[{"apiVersion":"secret-sync.x-k8s.io/v1alpha1","kind":"SecretSync","name":"` + name + `","uid":"0a3c8d8e-` + name + `"}]}}`
+	}
+	adopt := patchSecret("adopting the Secret annotated with its SecretSync's UID", "handed-over", owner("handed-over"))
+	if err := adopt.do(ctx, g.controller, ns); err != nil {
+		t.Errorf("the controller: %s: %v, want admitted", adopt.name, err)
+	}
+	wrong := patchSecret("adopting a Secret annotated with another SecretSync's UID", "handed-elsewhere", owner("handed-elsewhere"))
+	wantDenied(t, "the controller", wrong, wrong.do(ctx, g.controller, ns), deniedTakeover)
+	self := patchSecret("annotating and adopting someone else's Secret at once", "theirs",
+		`{"metadata":{"annotations":{"keymount.io/secret-sync-uid":"0a3c8d8e-theirs"},"ownerReferences":[{"apiVersion":"secret-sync.x-k8s.io/v1alpha1","kind":"SecretSync","name":"theirs","uid":"0a3c8d8e-theirs"}]}}`)
+	wantDenied(t, "the controller", self, self.do(ctx, g.controller, ns), deniedTakeover)
+}
+
 // testNoSATokens: the controller may not write a service account token
 // Secret, and not even when its allowed types are widened to that type by
 // hand: the no-sa-tokens rail holds on its own.
@@ -562,31 +591,49 @@ func testNoSATokens(t *testing.T, g *guardRails, ns string) {
 	wantDenied(t, "the controller", sa, last, deniedSAToken)
 }
 
-// waitInForce waits until the API server's admission has loaded the
-// policies: dry runs of the controller's delete of Secret db in ns, of a
-// ConfigMap that is no copy and of a copy with an owner show it.
+// waitInForce waits until the API server's admission has loaded every
+// policy (each is loaded on its own): a dry run that one rail alone denies
+// shows it, for each rail (no-sa-tokens aside: the API server answers with
+// the first denial, the types rail's; testNoSATokens waits for it alone).
 func (g *guardRails) waitInForce(t *testing.T, ns string) {
 	t.Helper()
-	var last error
 	dry := []string{metav1.DryRunAll}
-	err := poll.Wait(t.Context(), 60*time.Second, func(ctx context.Context) (bool, error) {
-		last = g.controller.CoreV1().Secrets(ns).Delete(ctx, "db", metav1.DeleteOptions{DryRun: dry})
-		if last == nil || !strings.Contains(last.Error(), deniedDelete) {
-			return false, nil
+	secrets := g.controller.CoreV1().Secrets(ns)
+	create := func(s *corev1.Secret) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := secrets.Create(ctx, s, metav1.CreateOptions{DryRun: dry})
+			return err
 		}
-		// The fan-out rails, bound last, are loaded on their own.
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}
-		_, last = g.controller.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{DryRun: dry})
-		if last == nil || !strings.Contains(last.Error(), deniedCM) {
-			return false, nil
+	}
+	probes := []struct {
+		want string
+		do   func(ctx context.Context) error
+	}{
+		{deniedDelete, func(ctx context.Context) error { return secrets.Delete(ctx, "db", metav1.DeleteOptions{DryRun: dry}) }},
+		{deniedCM, func(ctx context.Context) error {
+			_, err := g.controller.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{DryRun: dry})
+			return err
+		}},
+		{deniedCopyOwn, create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{copyLabel: "reflector"},
+			OwnerReferences: []metav1.OwnerReference{secretSyncOwner("probe")}}})},
+		{deniedOwner, create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe"}})},
+		{deniedType, create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", OwnerReferences: []metav1.OwnerReference{secretSyncOwner("probe")}},
+			Type: "example.com/custom"})},
+		{deniedAud, func(ctx context.Context) error {
+			tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"probe"}}}
+			_, err := g.controller.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "app", tr, metav1.CreateOptions{DryRun: dry})
+			return err
+		}},
+	}
+	for _, p := range probes {
+		var last error
+		err := poll.Wait(t.Context(), 60*time.Second, func(ctx context.Context) (bool, error) {
+			last = p.do(ctx)
+			return last != nil && strings.Contains(last.Error(), p.want), nil
+		})
+		if err != nil {
+			t.Fatalf("the policies never denied the controller (%q): %v (last answer: %v)", p.want, err, last)
 		}
-		owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{copyLabel: "reflector"},
-			OwnerReferences: []metav1.OwnerReference{secretSyncOwner("probe")}}}
-		_, last = g.controller.CoreV1().Secrets(ns).Create(ctx, owned, metav1.CreateOptions{DryRun: dry})
-		return last != nil && strings.Contains(last.Error(), deniedCopyOwn), nil
-	})
-	if err != nil {
-		t.Fatalf("the policies never denied the controller's delete: %v (last answer: %v)", err, last)
 	}
 }
 

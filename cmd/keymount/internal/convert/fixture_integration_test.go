@@ -55,7 +55,7 @@ func startCluster(t *testing.T, endpoint, region string) *cluster {
 // ServiceAccount's role for saTTL (keymount-provider-aws: a minute).
 func startClusterWith(t *testing.T, endpoint, region string, saTTL time.Duration) *cluster {
 	t.Helper()
-	cl, _ := startControllerCluster(t, stsAudience, func(env *k8senv.Env, dir string) {
+	cl, _ := startControllerCluster(t, stsAudience, k8senv.Options{}, func(env *k8senv.Env, dir string) {
 		serveAWS(t, env, dir, endpoint, region, saTTL)
 	})
 	return cl
@@ -64,13 +64,15 @@ func startClusterWith(t *testing.T, endpoint, region string, saTTL time.Duration
 // startControllerCluster starts a real API server with keymount's CRDs,
 // the providers serve puts into the socket directory it is given, and
 // keymount-controller's SecretSync reconciler, which requests tokens for
-// audience.
-func startControllerCluster(t *testing.T, audience string, serve func(env *k8senv.Env, dir string)) (*cluster, *k8senv.Env) {
+// audience; opts add to the control plane (keymount's CRDs are always
+// there).
+func startControllerCluster(t *testing.T, audience string, opts k8senv.Options, serve func(env *k8senv.Env, dir string)) (*cluster, *k8senv.Env) {
 	t.Helper()
 	ctrl.SetLogger(klog.Background())
 	// Own control plane: each test of the package starts its own
 	// controller and provider, watching every namespace.
-	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../../../deploy/crds"}})
+	opts.CRDDirectoryPaths = append(opts.CRDDirectoryPaths, "../../../../deploy/crds")
+	env := k8senv.Start(t, opts)
 	scheme, err := kube.NewScheme()
 	if err != nil {
 		t.Fatal(err)

@@ -116,7 +116,7 @@ func TestConvertedVaultSecretsMatchExternalSecrets(t *testing.T) {
 	// Vault's Kubernetes auth reviews the API server's tokens: it starts
 	// with the cluster, before the provider.
 	var v *vaultenv.Vault
-	cl, _ := startControllerCluster(t, "vault", func(env *k8senv.Env, dir string) {
+	cl, _ := startControllerCluster(t, "vault", k8senv.Options{}, func(env *k8senv.Env, dir string) {
 		v = vaultenv.Start(t, vaultenv.Options{Kube: env})
 		kc, err := kubeclient.ForConfig(env.Config, 50, 100)
 		if err != nil {
