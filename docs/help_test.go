@@ -853,14 +853,13 @@ var noEquivalent = map[string]featureCheck{
 	"template.data": {exists: func(t *testing.T, f *features) bool {
 		return !convert(t, f.b, kesExternalSecret("secretsManager", "template:\n  data:\n    password: <%= data.password %>")).refuses("spec.template.data")
 	}},
-	"dataFrom":          refusedESO(vaultStoreWith(""), "data:\n  - secretKey: password\n    remoteRef: {key: team-a/db, property: password}\ndataFrom:\n  - extract: {key: team-a/db}", "spec.dataFrom[0]"),
+	"dataFrom.find":     refusedESO(vaultStoreWith(""), "data:\n  - secretKey: password\n    remoteRef: {key: team-a/db, property: password}\ndataFrom:\n  - find: {name: {regexp: db}}", "spec.dataFrom[0].find"),
 	"extract.property":  refusedESO(awsStore, awsSpec("dataFrom:\n  - extract: {key: team-a/db, property: a}"), "spec.dataFrom[0].extract.property"),
 	"rewrite.transform": refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{transform: {template: x}}]"), "spec.dataFrom[0].rewrite[0].transform"),
 	"rewrite.merge":     refusedESO(awsStore, awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{merge: {}}]"), "spec.dataFrom[0].rewrite[0].merge"),
 	"regexp":            convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}\n    rewrite: [{regexp: {source: '^db', target: ''}}]"), "regexp:"),
 	"extract":           convertsESO(awsSpec("dataFrom:\n  - extract: {key: team-a/db}"), "extract:"),
 	"find":              convertsESO(awsSpec("dataFrom:\n  - find: {name: {regexp: db}}"), "find:"),
-	"spec.data":         convertsESO(awsSpec(""), "sourcePath: password"),
 	"immutable":         refusedESO(awsStore, awsSpec("target:\n  immutable: true"), "spec.target.immutable"),
 	"Immutable Secrets": refusedESO(awsStore, awsSpec("target:\n  immutable: true"), "spec.target.immutable"),
 	// A ClusterExternalSecret reading each namespace's own SecretStore.

@@ -2,7 +2,9 @@ package server
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/keymount/keymount/internal/atomicwrite"
 	"github.com/keymount/keymount/provider/v1alpha1"
@@ -26,6 +28,17 @@ type File struct {
 	Mode os.FileMode
 	// Contents of the file.
 	Contents []byte
+}
+
+// DirFiles writes each key as a file under dir, in key order: the files of
+// a keymount extract or find (a SecretSync's keymount.io/data-from lists
+// dir).
+func DirFiles(dir string, mode os.FileMode, keys map[string][]byte) []File {
+	files := make([]File, 0, len(keys))
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		files = append(files, File{Path: dir + "/" + k, Mode: mode, Contents: keys[k]})
+	}
+	return files
 }
 
 // String prints the file without its contents.

@@ -153,7 +153,15 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 		if mode == 0 {
 			mode = s.Permission
 		}
-		res.Files = append(res.Files, server.File{Path: o.Name, Mode: mode, Contents: f.contents})
+		if o.Extract != nil {
+			keys, err := o.Extract.Extract(f.contents)
+			if err != nil {
+				return nil, fmt.Errorf("%w: object %q (vault path %s): extract: %w", server.ErrInvalidParameters, o.Name, o.Path, err)
+			}
+			res.Files = append(res.Files, server.DirFiles(o.Name, mode, keys)...)
+		} else {
+			res.Files = append(res.Files, server.File{Path: o.Name, Mode: mode, Contents: f.contents})
+		}
 		res.Versions = append(res.Versions, server.ObjectVersion{ID: o.Name, Version: f.version})
 	}
 	p.seen(vol, l.Key(), leases)

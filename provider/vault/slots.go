@@ -147,9 +147,17 @@ func metadataPath(p string) string {
 // o.Encoding says.
 func value(a *answer, o *spec.Object) ([]byte, error) {
 	var b []byte
-	if o.Key == "" {
+	switch {
+	case o.Extract != nil:
+		// The secret's fields, as one JSON object: extract splits it.
+		data := a.Data
+		if _, isKV2 := a.kv2(); isKV2 {
+			data, _ = a.Data["data"].(map[string]any)
+		}
+		return json.Marshal(data)
+	case o.Key == "":
 		b = a.raw
-	} else {
+	default:
 		data := a.Data
 		if _, isKV2 := a.kv2(); isKV2 {
 			data, _ = a.Data["data"].(map[string]any)

@@ -3,9 +3,6 @@ package store
 import (
 	"encoding/json"
 	"errors"
-	"maps"
-	"os"
-	"slices"
 
 	"github.com/jmespath-community/go-jmespath"
 
@@ -129,14 +126,5 @@ func extractedFiles(o *spec.Object, v value) ([]server.File, *objectFailure) {
 	case err != nil:
 		return nil, failure(KindInvalid, "extract: %s", err)
 	}
-	return dirFiles(o.FileName, o.Mode, keys), nil
-}
-
-// dirFiles writes each key as a file under dir, in key order.
-func dirFiles(dir string, mode os.FileMode, keys map[string][]byte) []server.File {
-	files := make([]server.File, 0, len(keys))
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		files = append(files, server.File{Path: dir + "/" + k, Mode: mode, Contents: keys[k]})
-	}
-	return files
+	return server.DirFiles(o.FileName, o.Mode, keys), nil
 }

@@ -396,7 +396,7 @@ func foundFiles(o *spec.Object, f *found, vals map[item]value, fails map[item]*o
 	if err != nil {
 		return nil, "", failure(KindInvalid, "find: %s", err)
 	}
-	return dirFiles(o.FileName, o.Mode, keys), hex.EncodeToString(h.Sum(nil)[:8]), nil
+	return server.DirFiles(o.FileName, o.Mode, keys), hex.EncodeToString(h.Sum(nil)[:8]), nil
 }
 
 // findError is failure f of find object o, listed in region.

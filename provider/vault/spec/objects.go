@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/keymount/keymount/internal/datafrom"
+
 	"sigs.k8s.io/yaml"
 )
 
@@ -46,6 +48,10 @@ type Object struct {
 	Encoding string
 	// Mode is filePermission; 0 means the mount's default.
 	Mode os.FileMode
+	// Extract, when set (keymount's extract, External Secrets'
+	// dataFrom.extract), writes every field of the secret's data as its
+	// own file under Name, keyed as the options say.
+	Extract *datafrom.Compiled
 }
 
 // rawObject is the YAML of one object; unknown keys are ignored as
@@ -58,6 +64,8 @@ type rawObject struct {
 	Method         string          `json:"method"`
 	Encoding       string          `json:"encoding"`
 	FilePermission json.RawMessage `json:"filePermission"`
+	// Extract is keymount's own key.
+	Extract *datafrom.Options `json:"extract"`
 }
 
 // ParseObjects parses the objects parameter. Errors name the entry and
@@ -118,6 +126,17 @@ func (r *rawObject) object() (Object, error) {
 		return o, fmt.Errorf("object %q: filePermission: %w", o.Name, err)
 	}
 	o.Mode = mode
+	if r.Extract != nil {
+		switch {
+		case o.Key != "":
+			return o, fmt.Errorf("object %q: extract writes every field of the secret's data: leave secretKey out", o.Name)
+		case o.Method != MethodGet || o.Encoding != EncodingUTF8:
+			return o, fmt.Errorf("object %q: extract reads a secret's fields as they are: only with method GET and encoding utf-8 (use decodingStrategy)", o.Name)
+		}
+		if o.Extract, err = r.Extract.Compile(fmt.Sprintf("object %q: extract", o.Name)); err != nil {
+			return o, err
+		}
+	}
 	return o, nil
 }
 

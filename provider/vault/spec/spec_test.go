@@ -205,3 +205,26 @@ func TestInlineCAReplacesTheProviderCAFiles(t *testing.T) {
 		t.Errorf("TLS = %+v, want the inline CA only", s.TLS)
 	}
 }
+
+// TestObjectsExtract: an object's extract (keymount's key) compiles its
+// options; with a secretKey, another method or encoding, or bad options it
+// is refused naming the object.
+func TestObjectsExtract(t *testing.T) {
+	objs, err := ParseObjects("- objectName: datafrom-0\n  secretPath: secret/data/app\n  extract: {conversionStrategy: Unicode}\n")
+	if err != nil || len(objs) != 1 || objs[0].Extract == nil {
+		t.Fatalf("extract: %+v, %v; want one object with its extract", objs, err)
+	}
+	if got, err := objs[0].Extract.Extract([]byte(`{"a/b":"v"}`)); err != nil || string(got["a_U002f_b"]) != "v" {
+		t.Errorf("the compiled extract gives %v, %v; want key a_U002f_b", got, err)
+	}
+	for _, bad := range []string{
+		"- objectName: d\n  secretPath: p\n  secretKey: k\n  extract: {}\n",
+		"- objectName: d\n  secretPath: p\n  method: PUT\n  extract: {}\n",
+		"- objectName: d\n  secretPath: p\n  encoding: base64\n  extract: {}\n",
+		"- objectName: d\n  secretPath: p\n  extract: {decodingStrategy: Rot13}\n",
+	} {
+		if _, err := ParseObjects(bad); err == nil || !strings.Contains(err.Error(), `"d"`) {
+			t.Errorf("ParseObjects(%q): %v, want an error naming object d", bad, err)
+		}
+	}
+}

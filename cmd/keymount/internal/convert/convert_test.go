@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	vaultspec "github.com/keymount/keymount/provider/vault/spec"
+
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
@@ -157,21 +159,22 @@ func checkOutput(t *testing.T, out []byte) {
 	}
 }
 
-// checkVaultClass checks the parameters of a vault class as
-// vault-csi-provider defines them: vaultAddress and roleName, and objects
-// holding objectName, secretPath and secretKey, nothing else.
+// checkVaultClass checks the parameters of a vault class as keymount's
+// Vault provider reads them: vaultAddress and roleName, and objects
+// holding objectName, secretPath and either secretKey (vault-csi-provider's
+// own keys) or keymount's extract.
 func checkVaultClass(t *testing.T, doc int, p map[string]string) {
 	t.Helper()
 	if p["vaultAddress"] == "" || p["roleName"] == "" {
 		t.Errorf("document %d: vaultAddress %q, roleName %q: both are required", doc, p["vaultAddress"], p["roleName"])
 	}
-	var objects []map[string]string
-	if err := yaml.UnmarshalStrict([]byte(p["objects"]), &objects); err != nil || len(objects) == 0 {
+	objects, err := vaultspec.ParseObjects(p["objects"])
+	if err != nil {
 		t.Fatalf("document %d: objects %q: %v", doc, p["objects"], err)
 	}
 	for _, o := range objects {
-		if len(o) != 3 || o["objectName"] == "" || o["secretPath"] == "" || o["secretKey"] == "" {
-			t.Errorf("document %d: object %v: want objectName, secretPath and secretKey", doc, o)
+		if (o.Key == "") == (o.Extract == nil) {
+			t.Errorf("document %d: object %q: want secretKey or extract", doc, o.Name)
 		}
 	}
 }

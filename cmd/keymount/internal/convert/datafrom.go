@@ -30,10 +30,6 @@ func (cv *converter) esoDataFromEntry(is issues, c *conversion, st *esoStoreInfo
 		is.unsupported(path+".sourceRef", "a per-entry store or generator; keymount reads every key of a SecretSync through its one class")
 		return
 	}
-	if st.vault != nil {
-		is.unsupported(path, "dataFrom of a Vault store: list each key in spec.data (keymount's Vault provider does not extract or find yet)")
-		return
-	}
 	ext, find := field(e, "extract"), field(e, "find")
 	if (ext == nil) == (find == nil) {
 		is.invalid(path, "needs exactly one of extract and find")
@@ -41,6 +37,14 @@ func (cv *converter) esoDataFromEntry(is issues, c *conversion, st *esoStoreInfo
 	}
 	rewrite, ok := esoRewrite(is, path+".rewrite", e)
 	if !ok {
+		return
+	}
+	if st.vault != nil {
+		if find != nil {
+			is.unsupported(path+".find", "a search of a Vault store: keymount's Vault provider reads the paths a class names and lists none; extract each secret (dataFrom[].extract)")
+			return
+		}
+		c.esoVaultExtract(is, st.vault, path+".extract", ext, rewrite)
 		return
 	}
 	o := &awsObject{Type: st.service, Alias: c.dataFromDir()}

@@ -19,9 +19,10 @@ var (
 // vaultObject is one entry of a vault class's objects parameter, as
 // vault-csi-provider (and keymount's Vault provider) read it.
 type vaultObject struct {
-	Name      string `yaml:"objectName"`
-	Path      string `yaml:"secretPath"`
-	SecretKey string `yaml:"secretKey"`
+	Name      string      `yaml:"objectName"`
+	Path      string      `yaml:"secretPath"`
+	SecretKey string      `yaml:"secretKey,omitempty"`
+	Extract   *awsExtract `yaml:"extract,omitempty"`
 }
 
 // esoVault is what a store's spec.provider.vault says: the class's
@@ -165,6 +166,25 @@ func (cv *converter) esoVaultData(is issues, c *conversion, v *esoVault, rpath, 
 	}
 	c.vaultObjects = append(c.vaultObjects, &vaultObject{Name: key, Path: v.secretPath(remote, version), SecretKey: prop})
 	return true
+}
+
+// esoVaultExtract converts a dataFrom entry's extract of a Vault store: an
+// object with keymount's extract, every field of the secret's data a file
+// under a directory the SecretSync's keymount.io/data-from lists.
+func (c *conversion) esoVaultExtract(is issues, v *esoVault, path string, ext map[string]any, rewrite []awsRewrite) {
+	opts, ok := esoExtract(is, path, ext, rewrite)
+	if !ok {
+		return
+	}
+	version := str(is, path, ext, "version")
+	if version != "" && (v.v1 || !isDigits(version)) {
+		is.unsupported(path+".version", "%q: only a KV version 2 version number can be pinned", version)
+		return
+	}
+	dir := c.dataFromDir()
+	c.vaultObjects = append(c.vaultObjects, &vaultObject{Name: dir, Path: v.secretPath(str(is, path, ext, "key"), version), Extract: opts})
+	c.keys = append(c.keys, secretKey{targetKey: dir, sourcePath: dir})
+	c.dataFrom = append(c.dataFrom, dir)
 }
 
 // vaultParameters are the class's spec.parameters of a Vault conversion.

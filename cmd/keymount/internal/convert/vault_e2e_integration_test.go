@@ -21,7 +21,8 @@ import (
 // vaultInput is what a team runs with External Secrets against Vault:
 // a KV v2 SecretStore (Kubernetes auth as ServiceAccount app) with an
 // ExternalSecret of string, number and boolean fields, one of an older
-// version, and template metadata; a KV v1 SecretStore; and an
+// version, and template metadata, and one extracting every field; a KV v1
+// SecretStore; and an
 // external-secrets.io/v1beta1 ClusterSecretStore whose conditions admit the
 // namespace, with an engine v2 template merged into the data. VAULT is the
 // server's address.
@@ -73,6 +74,14 @@ spec:
   secretStoreRef: {name: kv1}
   data:
   - {secretKey: api-key, remoteRef: {key: vteam/legacy, property: api-key}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: all-db, namespace: vteam}
+spec:
+  secretStoreRef: {name: kv2}
+  dataFrom:
+  - extract: {key: vteam/db}
 ---
 apiVersion: external-secrets.io/v1beta1
 kind: ClusterSecretStore
@@ -148,7 +157,7 @@ path "kv1/vteam/*" { capabilities = ["read"] }`)
 		t.Fatal(err)
 	}
 	out := convertInput(t, strings.ReplaceAll(vaultInput, "VAULT", v.Addr), convert.Options{})
-	if got := createEach(t, cl, out); len(got) != 6 {
+	if got := createEach(t, cl, out); len(got) != 8 {
 		t.Fatalf("applied %v, want a class and a SecretSync per ExternalSecret", got)
 	}
 
@@ -160,6 +169,11 @@ path "kv1/vteam/*" { capabilities = ["read"] }`)
 				"first-password": []byte(first),
 			}},
 		"legacy": {typ: corev1.SecretTypeOpaque, data: map[string][]byte{"api-key": []byte(apiKey)}},
+		// dataFrom.extract: every field a key, a number or boolean as its
+		// JSON text.
+		"all-db": {typ: corev1.SecretTypeOpaque, data: map[string][]byte{
+			"username": []byte("billing"), "password": []byte(password), "port": []byte("5432"), "tls": []byte("true"),
+		}},
 		// mergePolicy Merge: the data keys and the templated one.
 		"dsn": {typ: corev1.SecretTypeOpaque, data: map[string][]byte{
 			"username": []byte("billing"), "password": []byte(password), "port": []byte("5432"),
