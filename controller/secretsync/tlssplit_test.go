@@ -2,41 +2,20 @@ package secretsync
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/keymount/keymount/internal/template"
+	"github.com/keymount/keymount/internal/tlsbundle/tlsbundletest"
 )
 
-// tlsPair returns a self-signed certificate and its key in PKCS#8, both
-// PEM.
+// tlsPair returns a leaf certificate chain and its key in PKCS#8, both PEM.
 func tlsPair(t *testing.T) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
-		NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1<<32, 0)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})
+	c := tlsbundletest.NewChain(t)
+	return c.CertsPEM(), c.PKCS8PEM(t)
 }
 
 // TestTLSSplitOff: by default a kubernetes.io/tls Secret's tls.key is split
