@@ -85,7 +85,7 @@ func run(ctx context.Context, cfg *config) error {
 		return err
 	}
 	if cfg.enableFanout {
-		if err := setupFanout(ctx, mgr, cfg, toks, m.Fanout); err != nil {
+		if err := setupFanout(ctx, mgr, cfg, toks, m); err != nil {
 			return err
 		}
 	}
@@ -115,7 +115,7 @@ func restartHashKey(ctx context.Context, hashes *synchash.KeySource) []byte {
 // setupFanout adds the fan-out reconcilers (--enable-fanout) on one shared
 // cache of namespace metadata and copies (controller/fanout): reflector's
 // annotations and SecretMirrors.
-func setupFanout(ctx context.Context, mgr ctrl.Manager, cfg *config, toks secretmirror.TokenSource, m *fanout.Metrics) error {
+func setupFanout(ctx context.Context, mgr ctrl.Manager, cfg *config, toks secretmirror.TokenSource, m *telemetry.Metrics) error {
 	c, err := fanout.NewCache(mgr)
 	if err != nil {
 		return err
@@ -124,7 +124,7 @@ func setupFanout(ctx context.Context, mgr ctrl.Manager, cfg *config, toks secret
 	if err != nil {
 		return err
 	}
-	if err := reflector.SetupWithManager(ctx, mgr, reflector.Options{Cache: c, Workers: cfg.workers, Writes: writes, Metrics: m}); err != nil {
+	if err := reflector.SetupWithManager(ctx, mgr, reflector.Options{Cache: c, Workers: cfg.workers, Writes: writes, Metrics: m.Fanout}); err != nil {
 		return err
 	}
 	return setupMirrors(ctx, mgr, cfg, c, writes, toks, m)
@@ -148,7 +148,7 @@ func fanoutClient(mgr ctrl.Manager, cfg *config) (client.Client, error) {
 // setupMirrors adds SecretMirrors (controller/secretmirror) when the API server
 // serves their CRD (deploy/crds installs it); without it, they are off and
 // the log says so.
-func setupMirrors(ctx context.Context, mgr ctrl.Manager, cfg *config, copies cache.Cache, writes client.Client, toks secretmirror.TokenSource, m *fanout.Metrics) error {
+func setupMirrors(ctx context.Context, mgr ctrl.Manager, cfg *config, copies cache.Cache, writes client.Client, toks secretmirror.TokenSource, m *telemetry.Metrics) error {
 	gk := schema.GroupKind{Group: mirrorsv1alpha2.GroupName, Kind: "SecretMirror"}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gk, mirrorsv1alpha2.Version); err != nil {
 		if meta.IsNoMatchError(err) {
@@ -162,7 +162,7 @@ func setupMirrors(ctx context.Context, mgr ctrl.Manager, cfg *config, copies cac
 		Events: mgr.GetEventRecorder("keymount-controller"),
 		// Vault sources with auth.kubernetes: tokens for the audiences
 		// --token-request-audience lists, as SecretSyncs get.
-		Tokens: toks, Audiences: cfg.sync.Audiences, Metrics: m,
+		Tokens: toks, Audiences: cfg.sync.Audiences, Metrics: m.Fanout, PushMetrics: m.Push,
 	}})
 }
 

@@ -2,6 +2,7 @@ package secretmirror
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,11 +39,10 @@ func copied(key string) bool {
 // fanout.AnnotationOwner and of mirrors' owned-by.
 func owner(m *mirrorsv1alpha2.SecretMirror) string { return m.Namespace + "/" + m.Name }
 
-// desired is the copy of src (read from a source of type typ) that m puts
-// in namespace ns: the source's type, data, labels and annotations (but
-// notCopied) and mirrors' annotations; the fanout.Writer adds keymount's
-// marks.
-func desired(m *mirrorsv1alpha2.SecretMirror, src *corev1.Secret, typ mirrorsv1alpha2.SourceType, ns string) *corev1.Secret {
+// desired is the copy of src (read from from) that m puts in namespace ns:
+// the source's type, data, labels and annotations (but notCopied) and
+// mirrors' annotations; the fanout.Writer adds keymount's marks.
+func desired(m *mirrorsv1alpha2.SecretMirror, src *corev1.Secret, from origin, ns string) *corev1.Secret {
 	c := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: src.Name, Labels: map[string]string{}, Annotations: map[string]string{}},
 		Type:       src.Type,
@@ -62,15 +62,22 @@ func desired(m *mirrorsv1alpha2.SecretMirror, src *corev1.Secret, typ mirrorsv1a
 		}
 	}
 	c.Annotations[AnnotationOwnedBy] = owner(m)
-	c.Annotations[AnnotationSourceType] = string(typ)
+	c.Annotations[AnnotationSourceType] = string(from.typ)
 	c.Annotations[AnnotationParentVersion] = src.ResourceVersion
 	c.Annotations[AnnotationLastSyncAt] = metav1.Now().String()
+	if from.vaultPath != "" {
+		c.Annotations[AnnotationVaultPath] = from.vaultPath
+	}
+	if from.lease != nil {
+		c.Annotations[AnnotationVaultLeaseID] = from.lease.LeaseID
+		c.Annotations[AnnotationVaultLeaseDuration] = strconv.Itoa(from.lease.LeaseDuration)
+	}
 	return c
 }
 
-// volatile are mirrors' annotations that change with every write: they
-// never make a copy out of date by themselves.
-var volatile = []string{AnnotationParentVersion, AnnotationLastSyncAt}
+// volatile are mirrors' annotations that change with every write or
+// renewal: they never make a copy out of date by themselves.
+var volatile = []string{AnnotationParentVersion, AnnotationLastSyncAt, AnnotationVaultLeaseDuration}
 
 // adopts returns the fanout.Writer's Adopt for m: a Secret mirrors wrote
 // for the same SecretMirror (owned-by names it) becomes keymount's copy, so

@@ -28,7 +28,7 @@ func TestDesired(t *testing.T) {
 		Data: map[string][]byte{".dockerconfigjson": []byte("{}")},
 	}
 	before := src.DeepCopy()
-	c := desired(m, src, mirrorsv1alpha2.SourceTypeSecret, "team-a")
+	c := desired(m, src, origin{typ: mirrorsv1alpha2.SourceTypeSecret}, "team-a")
 	if c.Namespace != "team-a" || c.Name != "pull" || c.Type != corev1.SecretTypeDockerConfigJson {
 		t.Errorf("copy %s/%s type %s", c.Namespace, c.Name, c.Type)
 	}

@@ -247,8 +247,8 @@ func (f *fixture) testSourceDeleted(t *testing.T) {
 }
 
 // testVault: mirrors' Vault destination (its README's manifest) is
-// answered with Error saying keymount does not write to Vault; a Vault
-// source whose AppRole Secret is missing is an Error naming the field and
+// whose AppRole Secret is missing is an Error naming the destination's
+// field and the Secret; so is a Vault source's is an Error naming the field and
 // the Secret. Nothing is written. TestSecretMirrorVault reads a real Vault.
 func (f *fixture) testVault(t *testing.T) {
 	f.namespace(t, "vault-src", "vault-dst-1")
@@ -274,8 +274,9 @@ func (f *fixture) testVault(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f.status(t, "vault-src", to.Name, mirrorsv1alpha2.MirrorStatusError, "does not write to Vault")
-	f.event(t, "vault-src", to.Name, secretmirror.EventMirrorVaultError, "keymount does not write to Vault")
+	toMissing := "spec.destination.vault.auth.approle.secretRef: Secret " + f.ns("vault-src") + "/vault-approle not found"
+	f.status(t, "vault-src", to.Name, mirrorsv1alpha2.MirrorStatusError, toMissing)
+	f.event(t, "vault-src", to.Name, secretmirror.EventMirrorVaultError, toMissing)
 	missing := "spec.source.vault.auth.approle.secretRef: Secret " + f.ns("vault-src") + "/vault-approle not found"
 	f.status(t, "vault-src", from.Name, mirrorsv1alpha2.MirrorStatusError, missing)
 	f.event(t, "vault-src", from.Name, secretmirror.EventMirrorVaultError, missing)

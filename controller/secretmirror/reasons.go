@@ -14,11 +14,22 @@ const (
 	// EventMirrorError (Warning): some copies could not be written (the API
 	// server refused them); mirrorStatus Error, retried.
 	EventMirrorError = "Error"
-	// EventMirrorVaultError (Warning): a Vault source could not be read (the
-	// note names the path, who logged in and Vault's message), or
-	// destination.type is vault, which keymount does not serve;
-	// mirrorStatus Error.
+	// EventMirrorVaultError (Warning): a Vault source could not be read, or
+	// a Vault destination written (the note names the path, who logged in
+	// and Vault's message); mirrorStatus Error.
 	EventMirrorVaultError = "VaultError"
+	// EventMirrorVaultConflict (Warning): the Vault destination holds a
+	// value keymount did not write (or another writer came first): not
+	// replaced; mirrorStatus Error until it is keymount's or
+	// AnnotationVaultOverwrite says to replace it.
+	EventMirrorVaultConflict = "VaultConflict"
+	// EventMirrorVaultLeaseRenew (Normal): a dynamic Vault source's lease
+	// was renewed at a poll; no new credentials (mirrors' reason).
+	EventMirrorVaultLeaseRenew = "VaultLeaseRenew"
+	// EventMirrorVaultNewCreds (Normal): a dynamic Vault source was read
+	// under a new lease: the first read, or the old lease at its max TTL
+	// or gone (mirrors' reason).
+	EventMirrorVaultNewCreds = "VaultNewCreds"
 	// EventMirrorInvalidSpec (Warning): a destination regular expression does not
 	// compile, or there is none; mirrorStatus Error until the spec is fixed.
 	EventMirrorInvalidSpec = "InvalidSpec"
@@ -28,9 +39,9 @@ const (
 	EventMirrorCopiesDeleted = "CopiesDeleted"
 )
 
-// VaultDestinationMessage is status.message and the VaultError event's
-// note for a Vault destination.
-const VaultDestinationMessage = "destination.type vault: keymount does not write to Vault (it reads secrets from stores, never writes them back); keep mirrors for SecretMirrors that push to Vault, or copy into namespaces"
+// AnnotationVaultOverwrite set to "true" on a SecretMirror with a Vault
+// destination lets it replace a value there that keymount did not write.
+const AnnotationVaultOverwrite = "keymount.io/vault-overwrite"
 
 // Finalizer is mirrors' own: a SecretMirror mirrors created is finalized
 // by keymount the same way, and back.
@@ -44,4 +55,8 @@ const (
 	AnnotationLastSyncAt    = "mirrors.kts.studio/last-sync-at"
 	AnnotationParentVersion = "mirrors.kts.studio/parent-version"
 	AnnotationSourceType    = "mirrors.kts.studio/source-type"
+	// A Vault source's path, and a dynamic one's lease.
+	AnnotationVaultPath          = "mirrors.kts.studio/vault-path"
+	AnnotationVaultLeaseID       = "mirrors.kts.studio/vault-lease-id"
+	AnnotationVaultLeaseDuration = "mirrors.kts.studio/vault-lease-duration"
 )

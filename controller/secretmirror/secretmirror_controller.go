@@ -27,6 +27,7 @@ import (
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
 	"github.com/keymount/keymount/controller/fanout"
+	"github.com/keymount/keymount/controller/push"
 )
 
 // Deps are the reconciler's collaborators.
@@ -55,6 +56,9 @@ type Deps struct {
 	// Metrics, when set, count the copies (writer="mirror") and time a
 	// source Secret's change to its last copy.
 	Metrics *fanout.Metrics
+	// PushMetrics, when set, count the writes to Vault destinations and
+	// the leases of dynamic Vault sources.
+	PushMetrics *push.Metrics
 }
 
 // Options configure SetupWithManager.
@@ -75,8 +79,12 @@ type Reconciler struct {
 	writer fanout.Writer
 	// sources watches the source Secrets by name (SetupWithManager).
 	sources *sourceWatches
-	// vault reads Vault sources.
+	// vault reads Vault sources and logs in for Vault destinations.
 	vault *vaultReader
+	// pushes are what keymount last wrote to Vault destinations.
+	pushes *pushes
+	// metrics count pushes and leases.
+	metrics *push.Metrics
 }
 
 // newReconciler checks deps and returns a Reconciler.
@@ -96,7 +104,8 @@ func newReconciler(deps Deps) (*Reconciler, error) {
 		client: deps.Client, live: deps.Live, events: deps.Events, copies: deps.Copies,
 		writer: fanout.Writer{Name: Writer, Client: writes, Live: writesLive, Events: deps.Events, Volatile: volatile,
 			Recent: fanout.NewRecent(), Metrics: deps.Metrics},
-		vault: newVaultReader(deps.Live, deps.Tokens, deps.Audiences),
+		vault:  newVaultReader(deps.Live, deps.Tokens, deps.Audiences),
+		pushes: newPushes(), metrics: deps.PushMetrics,
 	}, nil
 }
 
@@ -110,16 +119,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	m := &mirrorsv1alpha2.SecretMirror{}
 	if err := r.client.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.sources.forget(req.NamespacedName)
-			r.vault.forget(req.NamespacedName)
+			r.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	s, specErr := parseSpec(m)
 	if !m.DeletionTimestamp.IsZero() {
-		r.sources.forget(req.NamespacedName)
-		r.vault.forget(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, r.finalize(ctx, m, s)
 	}
 	if !controllerutil.ContainsFinalizer(m, Finalizer) {
@@ -129,12 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	switch {
-	case s.vaultDestination:
-		r.sources.forget(req.NamespacedName)
-		r.events.Eventf(m, nil, corev1.EventTypeWarning, EventMirrorVaultError, "Sync", VaultDestinationMessage)
-		return ctrl.Result{}, r.setStatus(ctx, m, outcome{status: mirrorsv1alpha2.MirrorStatusError, message: VaultDestinationMessage})
-	case specErr != nil:
+	if specErr != nil {
 		r.sources.forget(req.NamespacedName)
 		r.events.Eventf(m, nil, corev1.EventTypeWarning, EventMirrorInvalidSpec, "Sync", "%s", specErr.Error())
 		return ctrl.Result{}, r.setStatus(ctx, m, outcome{status: mirrorsv1alpha2.MirrorStatusError, message: specErr.Error()})
@@ -164,6 +166,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		after = min(after, retryAfterError)
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// forget drops what r keeps for a SecretMirror that is gone.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.sources.forget(key)
+	r.vault.forget(key)
+	r.pushes.forget(key)
 }
 
 // finalize removes the copies with deletePolicy delete, then the

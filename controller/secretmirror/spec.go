@@ -15,8 +15,8 @@ type spec struct {
 	sourceName string
 	// vaultSource: source.type vault, read by the vaultReader.
 	vaultSource bool
-	// vaultDestination: destination.type vault, which keymount does not
-	// serve.
+	// vaultDestination: destination.type vault, the KV secret at
+	// destination.vault.path.
 	vaultDestination bool
 	deletePolicy     mirrorsv1alpha2.DeletePolicy
 	period           time.Duration
@@ -41,7 +41,7 @@ var errNoDestination = errors.New("spec.destination.namespaces is empty: list at
 // parseSpec applies mirrors' defaults (source.name the SecretMirror's name,
 // pollPeriodSeconds 180, deletePolicy delete, retain for a Vault
 // destination) and compiles the destination. A Vault destination is
-// reported by spec.vaultDestination, not as an error.
+// checked for its address and path.
 func parseSpec(m *mirrorsv1alpha2.SecretMirror) (spec, error) {
 	s := spec{
 		sourceName:   m.Spec.Source.Name,
@@ -61,6 +61,9 @@ func parseSpec(m *mirrorsv1alpha2.SecretMirror) (spec, error) {
 	if m.Spec.Destination.Type == mirrorsv1alpha2.DestinationTypeVault {
 		s.vaultDestination = true
 		s.deletePolicy = mirrorsv1alpha2.DeletePolicyRetain
+		if v := m.Spec.Destination.Vault; v == nil || v.Addr == "" || v.Path == "" {
+			return s, errors.New("spec.destination.vault.addr and spec.destination.vault.path are required with destination.type vault: give Vault's address and the KV path to write (<mount>/data/<name> for KV version 2)")
+		}
 		return s, nil
 	}
 	var err error

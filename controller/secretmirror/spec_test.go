@@ -35,10 +35,19 @@ func TestParseSpecDefaults(t *testing.T) {
 		t.Errorf("explicit %+v, %v", s, err)
 	}
 	s, err = parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
-		Destination: mirrorsv1alpha2.SecretMirrorDestination{Type: mirrorsv1alpha2.DestinationTypeVault},
+		Destination: mirrorsv1alpha2.SecretMirrorDestination{Type: mirrorsv1alpha2.DestinationTypeVault,
+			Vault: &mirrorsv1alpha2.VaultSpec{Addr: "https://vault:8200", Path: "/secret/data/x"}},
+		DeletePolicy: mirrorsv1alpha2.DeletePolicyDelete,
 	}))
 	if err != nil || !s.vaultDestination || s.deletePolicy != mirrorsv1alpha2.DeletePolicyRetain {
-		t.Errorf("vault destination %+v, %v: want vault, retain", s, err)
+		t.Errorf("vault destination %+v, %v: want vault, retain (as mirrors sets it)", s, err)
+	}
+	_, err = parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
+		Destination: mirrorsv1alpha2.SecretMirrorDestination{Type: mirrorsv1alpha2.DestinationTypeVault,
+			Vault: &mirrorsv1alpha2.VaultSpec{Addr: "https://vault:8200"}},
+	}))
+	if err == nil || !strings.Contains(err.Error(), "spec.destination.vault.path") {
+		t.Errorf("vault destination without a path: %v, want an error naming spec.destination.vault.path", err)
 	}
 	s, err = parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
 		Source:      mirrorsv1alpha2.SecretMirrorSource{Type: mirrorsv1alpha2.SourceTypeVault},

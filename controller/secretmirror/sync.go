@@ -26,6 +26,12 @@ type outcome struct {
 	wrote bool
 	// retry: a write failed and is worth retrying soon.
 	retry bool
+	// vaultSource (set when setVaultSource) is a Vault source's lease,
+	// nil for none; vaultDestination, when set, what keymount wrote to a
+	// Vault destination.
+	vaultSource      *mirrorsv1alpha2.VaultSourceStatus
+	setVaultSource   bool
+	vaultDestination *mirrorsv1alpha2.VaultDestinationStatus
 }
 
 // sync writes the copies of the source into every matching namespace and
@@ -38,14 +44,21 @@ func (r *Reconciler) sync(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, 
 		}
 		return r.sourceMissing(ctx, m, s, "Secret "+name.String())
 	}
-	return r.fanOut(ctx, m, s, src, origin{typ: mirrorsv1alpha2.SourceTypeSecret, name: "Secret " + name.String()})
+	from := origin{typ: mirrorsv1alpha2.SourceTypeSecret, name: "Secret " + name.String()}
+	if s.vaultDestination {
+		return r.pushToVault(ctx, m, src, from)
+	}
+	return r.fanOut(ctx, m, s, src, from)
 }
 
-// origin says where a copy comes from: mirrors' source-type annotation and
-// the name messages give it.
+// origin says where a copy comes from: mirrors' source-type annotation,
+// the name messages give it and, for a Vault source, its path and lease
+// (mirrors' vault-* annotations).
 type origin struct {
-	typ  mirrorsv1alpha2.SourceType
-	name string
+	typ       mirrorsv1alpha2.SourceType
+	name      string
+	vaultPath string
+	lease     *mirrorsv1alpha2.VaultSourceStatus
 }
 
 // fanOut writes src into every matching namespace and removes the copies
@@ -59,7 +72,7 @@ func (r *Reconciler) fanOut(ctx context.Context, m *mirrorsv1alpha2.SecretMirror
 	failed := map[string]error{}
 	stale := 0
 	for _, ns := range namespaces {
-		w, err := r.writeCopy(ctx, m, desired(m, src, from.typ, ns))
+		w, err := r.writeCopy(ctx, m, desired(m, src, from, ns))
 		switch {
 		case errors.Is(err, fanout.ErrNotOurs):
 			notOwned = append(notOwned, ns)

@@ -2,28 +2,32 @@ package secretmirror
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	"github.com/keymount/keymount/controller/push"
 	"github.com/keymount/keymount/internal/vaultlogin"
 	"github.com/keymount/keymount/internal/vaultmsg"
 )
 
-// vaultReader reads the KV secrets of SecretMirrors with a Vault source.
-// It keeps, per SecretMirror, the last value read and its KV version 2
-// version, so an unchanged secret costs one metadata read, and the Vault
-// tokens of its logins (internal/vaultlogin), so a SecretMirror logs in
-// once per token lifetime.
+// vaultReader reads the Vault secrets of SecretMirrors with a Vault source
+// and holds what every Vault call of the reconciler shares: one client per
+// address and one login cache (internal/vaultlogin), so a SecretMirror logs
+// in once per token lifetime, whether it reads, writes or both. It keeps,
+// per SecretMirror, the last value read and its KV version 2 version, so an
+// unchanged secret costs one metadata read, or the lease of a dynamic
+// secret, renewed instead of read again.
 type vaultReader struct {
 	live   client.Reader
 	tokens TokenSource
@@ -42,10 +46,13 @@ type kvRead struct {
 	addr, path string
 	// version is the KV version 2 version (0 for version 1).
 	version int
-	// leaseID of a renewable lease (other engines), renewed instead of
-	// read again.
-	leaseID string
-	data    map[string][]byte
+	// leaseID of a renewable lease (dynamic secrets), renewed instead of
+	// read again, and its TTL in seconds.
+	leaseID       string
+	leaseDuration int
+	// secretType is the type a push recorded (push.MetadataSecretType).
+	secretType corev1.SecretType
+	data       map[string][]byte
 }
 
 func newVaultReader(live client.Reader, tokens TokenSource, audiences []string) *vaultReader {
@@ -53,62 +60,87 @@ func newVaultReader(live client.Reader, tokens TokenSource, audiences []string) 
 		clients: map[string]*vaultapi.Client{}, reads: map[types.NamespacedName]*kvRead{}}
 }
 
-// vaultValue is what read returns: the secret's fields and its version
-// (the copies' parent-version).
+// vaultValue is what read returns: the secret's fields, type and version
+// (the copies' parent-version), and its lease.
 type vaultValue struct {
-	data    map[string][]byte
-	version string
+	data       map[string][]byte
+	secretType corev1.SecretType
+	version    string
+	lease      *mirrorsv1alpha2.VaultSourceStatus
+	// renewed: the lease was renewed, not read again; issued: a new
+	// lease was taken.
+	renewed, issued bool
+}
+
+// withVault runs op with a client of vs.Addr carrying the token of
+// vs.Auth's login (field names vs in errors). When Vault refuses a cached
+// login's token (revoked, policy changed), op runs once more after a new
+// login.
+func (v *vaultReader) withVault(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, vs *mirrorsv1alpha2.VaultSpec, field string,
+	op func(c *vaultapi.Client, l *vaultLogin) error) error {
+	if vs == nil || vs.Addr == "" || vs.Path == "" {
+		return fmt.Errorf("%w: %s.addr and %s.path are required", errVaultSpec, field, field)
+	}
+	base, err := v.client(vs.Addr, field)
+	if err != nil {
+		return err
+	}
+	l, err := v.resolveLogin(ctx, m, vs.Addr, vs.Auth, field+".auth")
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		token, err := v.vaultToken(ctx, base, l)
+		if err != nil {
+			return err
+		}
+		c, err := base.Clone()
+		if err != nil {
+			return err
+		}
+		c.SetToken(token)
+		err = op(c, l)
+		var re *vaultapi.ResponseError
+		if attempt == 0 && errors.As(err, &re) && re.StatusCode == http.StatusForbidden && l.login != nil {
+			v.forgetLogin(l)
+			continue
+		}
+		return err
+	}
 }
 
 // read returns the fields of m's Vault secret. A KV version 2 secret read
 // before is confirmed by its metadata (current_version) and not read again
-// while unchanged. Errors name the path, who logged in and Vault's message.
-func (v *vaultReader) read(ctx context.Context, m *mirrorsv1alpha2.SecretMirror) (vaultValue, error) {
+// while unchanged; a dynamic secret's lease is renewed while the renewal
+// outlasts the poll period (until its max TTL), and re-issued only then.
+// Errors name the path, who logged in and Vault's message.
+func (v *vaultReader) read(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, period time.Duration) (vaultValue, error) {
 	vs := m.Spec.Source.Vault
-	if vs == nil || vs.Addr == "" || vs.Path == "" {
-		return vaultValue{}, fmt.Errorf("%w: spec.source.vault.addr and spec.source.vault.path are required", errVaultSpec)
-	}
-	apiPath := strings.Trim(vs.Path, "/")
-	c, err := v.client(vs.Addr)
-	if err != nil {
-		return vaultValue{}, err
-	}
-	l, err := v.resolveLogin(ctx, m, vs.Addr, vs.Auth)
-	if err != nil {
-		return vaultValue{}, err
-	}
-	val, err := v.readAs(ctx, c, l, m, apiPath)
-	var re *vaultapi.ResponseError
-	if errors.As(err, &re) && re.StatusCode == http.StatusForbidden && l.login != nil {
-		// A cached token Vault no longer takes (revoked, policy
-		// changed): log in again once.
-		v.forgetLogin(l)
-		val, err = v.readAs(ctx, c, l, m, apiPath)
-	}
+	var val vaultValue
+	err := v.withVault(ctx, m, vs, "spec.source.vault", func(c *vaultapi.Client, l *vaultLogin) error {
+		var err error
+		val, err = v.readAs(ctx, c, l, m, strings.Trim(vs.Path, "/"), period)
+		return err
+	})
 	return val, err
 }
 
-// readAs reads apiPath with l's token.
-func (v *vaultReader) readAs(ctx context.Context, base *vaultapi.Client, l *vaultLogin, m *mirrorsv1alpha2.SecretMirror, apiPath string) (vaultValue, error) {
-	token, err := v.vaultToken(ctx, base, l)
-	if err != nil {
-		return vaultValue{}, err
-	}
-	c, err := base.Clone()
-	if err != nil {
-		return vaultValue{}, err
-	}
-	c.SetToken(token)
+// readAs reads apiPath with c, which carries l's token.
+func (v *vaultReader) readAs(ctx context.Context, c *vaultapi.Client, l *vaultLogin, m *mirrorsv1alpha2.SecretMirror, apiPath string, period time.Duration) (vaultValue, error) {
 	key := client.ObjectKeyFromObject(m)
 	v.mu.Lock()
 	last := v.reads[key]
 	v.mu.Unlock()
 	addr := m.Spec.Source.Vault.Addr
 	if last != nil && last.addr == addr && last.path == apiPath {
-		if ok, err := v.unchanged(ctx, c, last, l); err != nil {
+		renewed, err := v.unchanged(ctx, c, last, l, period)
+		if err != nil {
 			return vaultValue{}, err
-		} else if ok {
-			return last.value(), nil
+		}
+		if renewed {
+			val := last.value()
+			val.renewed = last.leaseID != ""
+			return val, nil
 		}
 	}
 	s, err := c.Logical().ReadWithContext(ctx, apiPath)
@@ -126,7 +158,28 @@ func (v *vaultReader) readAs(ctx context.Context, base *vaultapi.Client, l *vaul
 	v.mu.Lock()
 	v.reads[key] = r
 	v.mu.Unlock()
-	return r.value(), nil
+	val := r.value()
+	val.issued = r.leaseID != ""
+	return val, nil
+}
+
+// seed gives v, after a restart, the value m's copies hold under the lease
+// m's status names, so that lease is renewed rather than a new one taken.
+func (v *vaultReader) seed(key types.NamespacedName, addr, apiPath string, lease *mirrorsv1alpha2.VaultSourceStatus, copyOf *corev1.Secret) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.reads[key] != nil {
+		return
+	}
+	v.reads[key] = &kvRead{addr: addr, path: strings.Trim(apiPath, "/"), leaseID: lease.LeaseID, leaseDuration: lease.LeaseDuration,
+		secretType: copyOf.Type, data: copyOf.Data}
+}
+
+// known tells whether v holds a value read for key.
+func (v *vaultReader) known(key types.NamespacedName) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.reads[key] != nil
 }
 
 // errVaultNotFound: nothing at the path (a deleted or destroyed KV
@@ -134,26 +187,38 @@ func (v *vaultReader) readAs(ctx context.Context, base *vaultapi.Client, l *vaul
 var errVaultNotFound = errors.New("no secret at this path")
 
 func (r *kvRead) value() vaultValue {
-	val := vaultValue{data: r.data}
+	val := vaultValue{data: r.data, secretType: r.secretType}
 	if r.version > 0 {
 		val.version = fmt.Sprint(r.version)
+	}
+	if r.leaseID != "" {
+		val.lease = &mirrorsv1alpha2.VaultSourceStatus{LeaseID: r.leaseID, LeaseDuration: r.leaseDuration}
 	}
 	return val
 }
 
 // unchanged tells whether last is still current: a KV version 2 secret
-// whose metadata's current_version is last's, or a renewable lease
-// renewed. A version 1 secret is read again. A metadata read the token may
-// not make reads the secret again.
-func (v *vaultReader) unchanged(ctx context.Context, c *vaultapi.Client, last *kvRead, l *vaultLogin) (bool, error) {
+// whose metadata's current_version is last's (its recorded type taken
+// along), or a lease renewed for at least period. A version 1 secret is
+// read again. A metadata read the token may not make reads the secret
+// again.
+func (v *vaultReader) unchanged(ctx context.Context, c *vaultapi.Client, last *kvRead, l *vaultLogin, period time.Duration) (bool, error) {
 	switch {
 	case last.leaseID != "":
-		_, err := c.Sys().RenewWithContext(ctx, last.leaseID, 0)
-		return err == nil, nil
+		s, err := c.Sys().RenewWithContext(ctx, last.leaseID, last.leaseDuration)
+		if err != nil || s == nil || time.Duration(s.LeaseDuration)*time.Second < period {
+			// Gone, or at its max TTL before the next poll: a new
+			// lease now, while the old one still holds.
+			return false, nil
+		}
+		v.mu.Lock()
+		last.leaseDuration = s.LeaseDuration
+		v.mu.Unlock()
+		return true, nil
 	case last.version == 0:
 		return false, nil
 	}
-	mp, ok := metadataPath(last.path)
+	mp, ok := push.MetadataPath(last.path)
 	if !ok {
 		return false, nil
 	}
@@ -169,29 +234,24 @@ func (v *vaultReader) unchanged(ctx context.Context, c *vaultapi.Client, last *k
 	}
 	cur, _ := s.Data["current_version"].(json.Number)
 	n, err := cur.Int64()
-	return err == nil && int(n) == last.version, nil
-}
-
-// metadataPath is the KV version 2 metadata path of a data path: its first
-// "data" segment after the mount's first segment becomes "metadata".
-func metadataPath(dataPath string) (string, bool) {
-	segs := strings.Split(dataPath, "/")
-	for i := 1; i < len(segs)-1; i++ {
-		if segs[i] == "data" {
-			segs[i] = "metadata"
-			return strings.Join(segs, "/"), true
-		}
+	if err != nil || int(n) != last.version {
+		return false, nil
 	}
-	return "", false
+	v.mu.Lock()
+	last.secretType = push.TypeOf(s.Data["custom_metadata"])
+	v.mu.Unlock()
+	return true, nil
 }
 
 // decodeKV reads the fields of a KV answer as mirrors does: data.data (KV
-// version 2) or data (version 1, other engines); every field a string,
-// decoded when it is standard base64 (mirrors' Vault destination writes
-// values so).
+// version 2, or version 1 as mirrors writes it) or data (version 1, other
+// engines); every field a string, decoded when it is standard base64
+// (mirrors' Vault destination, and keymount's, write values so). A KV
+// version 2 secret's type is the one a push recorded in its
+// custom_metadata.
 func decodeKV(s *vaultapi.Secret) (*kvRead, error) {
-	fields := s.Data
-	r := &kvRead{}
+	fields := push.FieldsV1(s.Data)
+	r := &kvRead{secretType: corev1.SecretTypeOpaque}
 	if inner, ok := s.Data["data"].(map[string]any); ok {
 		fields = inner
 		if md, ok := s.Data["metadata"].(map[string]any); ok {
@@ -200,22 +260,17 @@ func decodeKV(s *vaultapi.Secret) (*kvRead, error) {
 					r.version = int(n)
 				}
 			}
+			r.secretType = push.TypeOf(md["custom_metadata"])
 		}
 	} else if s.Renewable && s.LeaseID != "" {
-		r.leaseID = s.LeaseID
+		r.leaseID, r.leaseDuration = s.LeaseID, s.LeaseDuration
 	}
-	r.data = make(map[string][]byte, len(fields))
 	for k, val := range fields {
-		str, ok := val.(string)
-		if !ok {
+		if _, ok := val.(string); !ok {
 			return nil, fmt.Errorf("field %q is not a string (%T): a Secret's keys hold strings", k, val)
 		}
-		if b, err := base64.StdEncoding.DecodeString(str); err == nil {
-			r.data[k] = b
-		} else {
-			r.data[k] = []byte(str)
-		}
 	}
+	r.data = push.Decode(fields).Data
 	return r, nil
 }
 
@@ -228,7 +283,7 @@ func (v *vaultReader) forget(key types.NamespacedName) {
 
 // client returns the Vault client of addr, without any token: a token in
 // the controller's environment (VAULT_TOKEN) is never used.
-func (v *vaultReader) client(addr string) (*vaultapi.Client, error) {
+func (v *vaultReader) client(addr, field string) (*vaultapi.Client, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if c, ok := v.clients[addr]; ok {
@@ -241,7 +296,7 @@ func (v *vaultReader) client(addr string) (*vaultapi.Client, error) {
 	cfg.Address = addr
 	c, err := vaultapi.NewClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: spec.source.vault.addr %q: %w", errVaultSpec, addr, err)
+		return nil, fmt.Errorf("%w: %s.addr %q: %w", errVaultSpec, field, addr, err)
 	}
 	c.ClearToken()
 	c.ClearNamespace()
@@ -251,20 +306,7 @@ func (v *vaultReader) client(addr string) (*vaultapi.Client, error) {
 
 // vaultError says what failed, on which path, as whom, with Vault's own
 // message (never a token: Vault's errors hold none, and the request's URL
-// holds the path only). Vault's *vaultapi.ResponseError stays in the chain.
+// is left out). Vault's *vaultapi.ResponseError stays in the chain.
 func vaultError(op, apiPath, role string, err error) error {
-	var re *vaultapi.ResponseError
-	if errors.As(err, &re) {
-		err = refusal{re}
-	}
-	return fmt.Errorf("%s %s as %s: %w", op, or(apiPath, "Vault"), role, err)
+	return fmt.Errorf("%s %s as %s: %w", op, or(apiPath, "Vault"), role, vaultmsg.Refusal(err))
 }
-
-// refusal is Vault's error answer as its status and messages.
-type refusal struct{ re *vaultapi.ResponseError }
-
-func (r refusal) Error() string {
-	return fmt.Sprintf("Vault answered %d: %s", r.re.StatusCode, vaultmsg.Join(r.re.Errors))
-}
-
-func (r refusal) Unwrap() error { return r.re }

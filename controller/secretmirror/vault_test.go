@@ -10,26 +10,6 @@ import (
 	vaultapi "github.com/hashicorp/vault/api"
 )
 
-// TestMetadataPath: the metadata path of a KV version 2 data path is the
-// path with its data segment (the first after the mount) as metadata.
-func TestMetadataPath(t *testing.T) {
-	for _, tc := range []struct {
-		in, want string
-		ok       bool
-	}{
-		{"secret/data/team/db", "secret/metadata/team/db", true},
-		{"secret/data/data/x", "secret/metadata/data/x", true},
-		{"data/data/x", "data/metadata/x", true},
-		{"kv/team/db", "", false},
-		{"secret/data", "", false},
-	} {
-		got, ok := metadataPath(tc.in)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("metadataPath(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 // TestDecodeKV: KV version 2's data.data with its version, version 1's
 // data, a renewable lease of another engine; values decoded from base64
 // as mirrors decodes them; a value that is not a string refused, naming

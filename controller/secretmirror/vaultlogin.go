@@ -30,9 +30,9 @@ const (
 	defaultVaultAudience   = "vault"
 )
 
-// errVaultSpec is a SecretMirror's Vault source that cannot be used as
-// written; the message names the field.
-var errVaultSpec = errors.New("invalid Vault source")
+// errVaultSpec is a SecretMirror's Vault source or destination that cannot
+// be used as written; the message names the field.
+var errVaultSpec = errors.New("invalid Vault spec")
 
 // TokenSource mints service account tokens: the value of the
 // csi.storage.k8s.io/serviceAccount.tokens attribute for the audiences
@@ -59,17 +59,16 @@ type vaultLogin struct {
 // resolveLogin reads the SecretMirror's auth: the Secret holding its
 // credentials (AppRole, token) or the ServiceAccount token to log in with
 // (Kubernetes).
-func (v *vaultReader) resolveLogin(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, addr string, auth *mirrorsv1alpha2.VaultAuth) (*vaultLogin, error) {
-	const field = "spec.source.vault.auth"
+func (v *vaultReader) resolveLogin(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, addr string, auth *mirrorsv1alpha2.VaultAuth, field string) (*vaultLogin, error) {
 	switch {
 	case auth == nil || (auth.AppRole == nil && auth.Token == nil && auth.Kubernetes == nil):
 		return nil, fmt.Errorf("%w: %s: give approle, token or kubernetes", errVaultSpec, field)
 	case auth.AppRole != nil && auth.AppRole.SecretRef != nil && auth.AppRole.SecretRef.Name != "":
-		return v.appRoleLogin(ctx, m, addr, auth.AppRole)
+		return v.appRoleLogin(ctx, m, addr, auth.AppRole, field+".approle")
 	case auth.Token != nil && auth.Token.SecretRef != nil && auth.Token.SecretRef.Name != "":
-		return v.tokenLogin(ctx, m, addr, auth.Token)
+		return v.tokenLogin(ctx, m, addr, auth.Token, field+".token")
 	case auth.Kubernetes != nil:
-		return v.kubernetesLogin(ctx, m, addr, auth.Kubernetes)
+		return v.kubernetesLogin(ctx, m, addr, auth.Kubernetes, field+".kubernetes")
 	}
 	return nil, fmt.Errorf("%w: %s: approle.secretRef.name or token.secretRef.name is required", errVaultSpec, field)
 }
@@ -100,8 +99,7 @@ func secretValue(s *corev1.Secret, key, field string) (string, error) {
 	return string(val), nil
 }
 
-func (v *vaultReader) appRoleLogin(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, addr string, a *mirrorsv1alpha2.VaultAppRoleAuth) (*vaultLogin, error) {
-	const field = "spec.source.vault.auth.approle"
+func (v *vaultReader) appRoleLogin(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, addr string, a *mirrorsv1alpha2.VaultAppRoleAuth, field string) (*vaultLogin, error) {
 	s, err := v.authSecret(ctx, m, a.SecretRef, field+".secretRef")
 	if err != nil {
 		return nil, err
@@ -124,8 +122,7 @@ func (v *vaultReader) appRoleLogin(ctx context.Context, m *mirrorsv1alpha2.Secre
 	}, nil
 }
 
-func (v *vaultReader) tokenLogin(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, addr string, a *mirrorsv1alpha2.VaultTokenAuth) (*vaultLogin, error) {
-	const field = "spec.source.vault.auth.token"
+func (v *vaultReader) tokenLogin(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, addr string, a *mirrorsv1alpha2.VaultTokenAuth, field string) (*vaultLogin, error) {
 	s, err := v.authSecret(ctx, m, a.SecretRef, field+".secretRef")
 	if err != nil {
 		return nil, err
@@ -137,8 +134,7 @@ func (v *vaultReader) tokenLogin(ctx context.Context, m *mirrorsv1alpha2.SecretM
 	return &vaultLogin{key: loginKey(addr, "token", token), role: "the token of Secret " + s.Namespace + "/" + s.Name, token: token}, nil
 }
 
-func (v *vaultReader) kubernetesLogin(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, addr string, a *mirrorsv1alpha2.VaultKubernetesAuth) (*vaultLogin, error) {
-	const field = "spec.source.vault.auth.kubernetes"
+func (v *vaultReader) kubernetesLogin(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, addr string, a *mirrorsv1alpha2.VaultKubernetesAuth, field string) (*vaultLogin, error) {
 	if a.Role == "" {
 		return nil, fmt.Errorf("%w: %s.role is required: the Vault role of the Kubernetes auth method", errVaultSpec, field)
 	}

@@ -1,8 +1,12 @@
 package vaultmsg
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 	"strings"
+
+	vaultapi "github.com/hashicorp/vault/api"
 )
 
 // folded is the head of a message in go-multierror's list format.
@@ -41,3 +45,23 @@ func nonEmpty(items []string) []string {
 	}
 	return out
 }
+
+// Refusal is err with a Vault error answer (*vaultapi.ResponseError) in its
+// chain said as "Vault answered <status>: <Vault's messages>", without the
+// request's URL; the ResponseError stays in the chain. Other errors are
+// returned as they are.
+func Refusal(err error) error {
+	var re *vaultapi.ResponseError
+	if errors.As(err, &re) {
+		return refusal{re}
+	}
+	return err
+}
+
+type refusal struct{ re *vaultapi.ResponseError }
+
+func (r refusal) Error() string {
+	return fmt.Sprintf("Vault answered %d: %s", r.re.StatusCode, Join(r.re.Errors))
+}
+
+func (r refusal) Unwrap() error { return r.re }

@@ -132,8 +132,8 @@ type SecretMirrorSource struct {
 
 // SecretMirrorDestination names where the copies go.
 type SecretMirrorDestination struct {
-	// type is namespaces (the default) or vault. keymount does not write
-	// to Vault: a vault destination is answered with mirrorStatus Error.
+	// type is namespaces (the default) or vault: the source's data is
+	// written to the KV secret at vault.path.
 	// +optional
 	// +kubebuilder:default:=namespaces
 	Type DestinationType `json:"type,omitempty"`
@@ -143,7 +143,8 @@ type SecretMirrorDestination struct {
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
 
-	// vault is mirrors' Vault destination; stored, not served (type).
+	// vault is mirrors' Vault destination: the KV path the source's data
+	// is written to (type vault).
 	// +optional
 	Vault *VaultSpec `json:"vault,omitempty"`
 
@@ -248,4 +249,39 @@ type SecretMirrorStatus struct {
 	// (keymount's addition).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// vaultSource is the lease of a dynamic Vault source (mirrors' field):
+	// renewed at every poll instead of issuing new credentials.
+	// +optional
+	VaultSource *VaultSourceStatus `json:"vaultSource,omitempty"`
+
+	// vaultDestination is what keymount last wrote to a Vault destination
+	// (keymount's addition): the next write is a check-and-set against
+	// its version, so a value someone else wrote since is never replaced
+	// unknowingly.
+	// +optional
+	VaultDestination *VaultDestinationStatus `json:"vaultDestination,omitempty"`
+}
+
+// VaultSourceStatus is the lease of a dynamic Vault source.
+type VaultSourceStatus struct {
+	// leaseID of the credentials the copies hold.
+	// +optional
+	LeaseID string `json:"leaseID,omitempty"`
+	// leaseDuration is the lease's TTL in seconds at its last renewal.
+	// +optional
+	LeaseDuration int `json:"leaseDuration,omitempty"`
+}
+
+// VaultDestinationStatus is the KV secret keymount last wrote.
+type VaultDestinationStatus struct {
+	// addr and path written to.
+	// +optional
+	Addr string `json:"addr,omitempty"`
+	// +optional
+	Path string `json:"path,omitempty"`
+	// version is the KV version 2 version keymount wrote (0 for KV
+	// version 1, which has none).
+	// +optional
+	Version int `json:"version,omitempty"`
 }
