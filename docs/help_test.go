@@ -911,11 +911,6 @@ var noEquivalent = map[string]featureCheck{
 	"secret-reflection-allowed":       {exists: func(t *testing.T, _ *features) bool { return sourceHas(t, "controller", "secret-reflection-allowed") }},
 	"Certificate":                     {exists: func(t *testing.T, _ *features) bool { return sourceHas(t, "controller", "cert-manager.io") }},
 	"spec.secretTemplate.annotations": {foreign: "cert-manager's Certificate field"},
-	// A SecretMirror's Vault destination is refused with this message; a
-	// controller that writes to Vault would not keep it.
-	"destination.vault": {exists: func(t *testing.T, _ *features) bool {
-		return !sourceHas(t, "controller/secretmirror", "keymount does not write to Vault")
-	}},
 	// compatibility.md: Windows nodes.
 	"kubernetes.io/os: linux": {want: true, exists: func(t *testing.T, _ *features) bool {
 		return fileHas(t, "deploy/daemonset.yaml", "kubernetes.io/os: linux")
