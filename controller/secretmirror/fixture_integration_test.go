@@ -26,6 +26,7 @@ import (
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
 	"github.com/keymount/keymount/controller/fanout"
+	"github.com/keymount/keymount/controller/push"
 	"github.com/keymount/keymount/controller/secretmirror"
 	"github.com/keymount/keymount/controller/secretsync"
 	"github.com/keymount/keymount/controller/tokens"
@@ -49,7 +50,7 @@ type fixture struct {
 	cfg *k8senv.Env
 	c   client.Client // uncached
 	cs  kubernetes.Interface
-	// reg holds the reconciler's fan-out metrics.
+	// reg holds the reconciler's fan-out and push metrics.
 	reg *prometheus.Registry
 }
 
@@ -143,10 +144,14 @@ func newFixture(t *testing.T, env *k8senv.Env, run string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pm, err := push.NewMetrics(f.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	err = secretmirror.SetupWithManager(t.Context(), mgr, secretmirror.Options{Workers: 4, Deps: secretmirror.Deps{
 		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Copies: copies,
 		Events: mgr.GetEventRecorder("keymount-controller"),
-		Tokens: toks, Audiences: []string{"vault"}, Metrics: m,
+		Tokens: toks, Audiences: []string{"vault"}, Metrics: m, PushMetrics: pm,
 	}})
 	if err != nil {
 		t.Fatal(err)

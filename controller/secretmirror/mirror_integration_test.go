@@ -248,7 +248,8 @@ func (f *fixture) testSourceDeleted(t *testing.T) {
 
 // testVault: mirrors' Vault destination (its README's manifest) is
 // whose AppRole Secret is missing is an Error naming the destination's
-// field and the Secret; so is a Vault source's is an Error naming the field and
+// field and the Secret; so is a Vault source's; a login Secret of another
+// namespace is refused before it is read is an Error naming the field and
 // the Secret. Nothing is written. TestSecretMirrorVault reads a real Vault.
 func (f *fixture) testVault(t *testing.T) {
 	f.namespace(t, "vault-src", "vault-dst-1")
@@ -269,7 +270,16 @@ func (f *fixture) testVault(t *testing.T) {
 			Destination: mirrorsv1alpha2.SecretMirrorDestination{Namespaces: []string{f.re(`vault-dst-\d+`)}},
 		},
 	}
-	for _, m := range []*mirrorsv1alpha2.SecretMirror{to, from} {
+	elsewhere := &mirrorsv1alpha2.SecretMirror{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns("vault-src"), Name: "borrowed-login"},
+		Spec: mirrorsv1alpha2.SecretMirrorSpec{
+			Source: mirrorsv1alpha2.SecretMirrorSource{Name: "mysecret"},
+			Destination: mirrorsv1alpha2.SecretMirrorDestination{Type: mirrorsv1alpha2.DestinationTypeVault, Vault: &mirrorsv1alpha2.VaultSpec{
+				Addr: vault.Addr, Path: vault.Path, Auth: &mirrorsv1alpha2.VaultAuth{Token: &mirrorsv1alpha2.VaultTokenAuth{
+					SecretRef: &corev1.SecretReference{Namespace: "kube-system", Name: "vault-token"}}}}},
+		},
+	}
+	for _, m := range []*mirrorsv1alpha2.SecretMirror{to, from, elsewhere} {
 		if err := f.c.Create(t.Context(), m); err != nil {
 			t.Fatal(err)
 		}
@@ -283,6 +293,10 @@ func (f *fixture) testVault(t *testing.T) {
 	if s, err := f.secret(t.Context(), "vault-dst-1", "mysecret2"); err != nil || s != nil {
 		t.Fatalf("vault-dst-1/mysecret2 = %v (err %v): a Vault source that cannot be read writes nothing", s, err)
 	}
+	borrowed := `spec.destination.vault.auth.token.secretRef.namespace "kube-system": a SecretMirror logs in only with a Secret of its own namespace`
+	f.status(t, "vault-src", elsewhere.Name, mirrorsv1alpha2.MirrorStatusError, borrowed)
+	f.event(t, "vault-src", elsewhere.Name, secretmirror.EventMirrorVaultError, borrowed)
+	f.mirrorGone(t, "vault-src", "borrowed-login")
 	f.mirrorGone(t, "vault-src", "to-vault")
 	f.mirrorGone(t, "vault-src", "from-vault")
 }

@@ -245,7 +245,7 @@ func (v *vaultReader) unchanged(ctx context.Context, c *vaultapi.Client, last *k
 
 // decodeKV reads the fields of a KV answer as mirrors does: data.data (KV
 // version 2, or version 1 as mirrors writes it) or data (version 1, other
-// engines); every field a string, decoded when it is standard base64
+// engines); every field a string (or null, left out), decoded when it is standard base64
 // (mirrors' Vault destination, and keymount's, write values so). A KV
 // version 2 secret's type is the one a push recorded in its
 // custom_metadata.
@@ -265,12 +265,19 @@ func decodeKV(s *vaultapi.Secret) (*kvRead, error) {
 	} else if s.Renewable && s.LeaseID != "" {
 		r.leaseID, r.leaseDuration = s.LeaseID, s.LeaseDuration
 	}
+	strs := make(map[string]any, len(fields))
 	for k, val := range fields {
-		if _, ok := val.(string); !ok {
+		switch val.(type) {
+		case nil:
+			// A field without a value (the AWS engine's security_token
+			// of an IAM user): no key.
+		case string:
+			strs[k] = val
+		default:
 			return nil, fmt.Errorf("field %q is not a string (%T): a Secret's keys hold strings", k, val)
 		}
 	}
-	r.data = push.Decode(fields).Data
+	r.data = push.Decode(strs).Data
 	return r, nil
 }
 

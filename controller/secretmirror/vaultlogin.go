@@ -73,12 +73,17 @@ func (v *vaultReader) resolveLogin(ctx context.Context, m *mirrorsv1alpha2.Secre
 	return nil, fmt.Errorf("%w: %s: approle.secretRef.name or token.secretRef.name is required", errVaultSpec, field)
 }
 
-// authSecret reads the Secret ref names (in the SecretMirror's namespace
-// when ref names none), as mirrors does.
+// authSecret reads the Secret ref names, in the SecretMirror's namespace.
+// mirrors also reads one of another namespace; keymount refuses it.
 func (v *vaultReader) authSecret(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, ref *corev1.SecretReference, field string) (*corev1.Secret, error) {
 	name := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
-	if name.Namespace == "" {
+	switch name.Namespace {
+	case "":
 		name.Namespace = m.Namespace
+	case m.Namespace:
+	default:
+		return nil, fmt.Errorf("%w: %s.namespace %q: a SecretMirror logs in only with a Secret of its own namespace %s (one elsewhere would let whoever can create a SecretMirror use another namespace's Vault identity); create the Secret in %s",
+			errVaultSpec, field, name.Namespace, m.Namespace, m.Namespace)
 	}
 	s := &corev1.Secret{}
 	if err := v.live.Get(ctx, name, s); err != nil {
