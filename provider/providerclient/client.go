@@ -167,6 +167,48 @@ func (c *Client) Unpublish(ctx context.Context, provider string, req *keymountv1
 	return nil
 }
 
+// Push asks provider, through keymount's push extension
+// (keymount.provider.v1.SecretPusher, served on the same socket), to write
+// req's items into its store. A provider that does not serve it (every
+// upstream provider) fails it with codes.Unimplemented. A response with
+// another number of results than items is ErrInvalidResponse.
+func (c *Client) Push(ctx context.Context, provider string, req *keymountv1.PushRequest) ([]*keymountv1.ItemResult, error) {
+	cc, err := c.connFor(provider)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := keymountv1.NewSecretPusherClient(cc).Push(ctx, req)
+	if err != nil {
+		return nil, c.callError(ctx, provider, "Push", err)
+	}
+	return results(provider, resp, len(req.GetItems()))
+}
+
+// Remove asks provider to delete what keymount wrote for req's items (a
+// PushSecret's deletionPolicy Delete), as Push.
+func (c *Client) Remove(ctx context.Context, provider string, req *keymountv1.RemoveRequest) ([]*keymountv1.ItemResult, error) {
+	cc, err := c.connFor(provider)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := keymountv1.NewSecretPusherClient(cc).Remove(ctx, req)
+	if err != nil {
+		return nil, c.callError(ctx, provider, "Remove", err)
+	}
+	return results(provider, resp, len(req.GetItems()))
+}
+
+func results(provider string, resp *keymountv1.PushResponse, items int) ([]*keymountv1.ItemResult, error) {
+	if got := len(resp.GetResults()); got != items {
+		return nil, fmt.Errorf("%w from %q: %d results for %d items", ErrInvalidResponse, provider, got, items)
+	}
+	return resp.GetResults(), nil
+}
+
 // Close closes every connection. Calls after Close fail with ErrClosed;
 // calls in flight end with codes.Canceled.
 func (c *Client) Close() error {

@@ -48,6 +48,11 @@ type Config struct {
 	// (keymount.provider.v1.VolumeLifecycle) on the same socket: keymount's
 	// driver tells it of every volume it unmounted. Nil: not served.
 	Unpublisher Unpublisher
+	// Pusher, when set, is served as keymount's push extension
+	// (keymount.provider.v1.SecretPusher) on the same socket:
+	// keymount-controller writes PushSecrets' values through it. Nil: not
+	// served.
+	Pusher Pusher
 }
 
 // Server serves a Provider over the v1alpha1 gRPC API.
@@ -125,6 +130,9 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
 	v1alpha1.RegisterCSIDriverProviderServer(gs, &service{cfg: s.cfg, provider: s.provider})
 	if s.cfg.Unpublisher != nil {
 		keymountv1.RegisterVolumeLifecycleServer(gs, &lifecycle{u: s.cfg.Unpublisher})
+	}
+	if s.cfg.Pusher != nil {
+		keymountv1.RegisterSecretPusherServer(gs, &pusher{p: s.cfg.Pusher})
 	}
 	hs := health.NewServer() // "" is SERVING
 	healthgrpc.RegisterHealthServer(gs, hs)
