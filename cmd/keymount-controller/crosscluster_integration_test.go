@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/keymount/keymount/controller/push"
 	"github.com/keymount/keymount/controller/syncrequest"
 	"github.com/keymount/keymount/internal/tlsbundle/tlsbundletest"
+	"github.com/keymount/keymount/internal/vaultkv"
 	"github.com/keymount/keymount/tests/k8senv"
 	"github.com/keymount/keymount/tests/poll"
 	"github.com/keymount/keymount/tests/vaultenv"
@@ -97,7 +97,7 @@ func TestOneCertificateForEveryCluster(t *testing.T) {
 			}
 			fields, _ := s.Data["data"].(map[string]any)
 			md, _ := s.Data["metadata"].(map[string]any)
-			if !sameData(push.Decode(fields).Data, want.Data) || push.TypeOf(md["custom_metadata"]) != want.Type {
+			if !sameData(vaultkv.Decode(fields).Data, want.Data) || vaultkv.TypeOf(md["custom_metadata"]) != want.Type {
 				return false, nil
 			}
 			n, err := md["version"].(interface{ Int64() (int64, error) }).Int64()

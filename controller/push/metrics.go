@@ -1,6 +1,12 @@
 package push
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/keymount/keymount/internal/vaultkv"
+)
 
 // Metric names, on keymount-controller's /metrics.
 const (
@@ -46,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	for _, store := range []string{StoreVaultKV1, StoreVaultKV2} {
-		for _, r := range []string{Created.String(), Updated.String(), Adopted.String(), Unchanged.String(), Skipped.String(), ResultConflict, ResultError} {
+		for _, r := range []string{vaultkv.Created.String(), vaultkv.Updated.String(), vaultkv.Adopted.String(), vaultkv.Unchanged.String(), vaultkv.Skipped.String(), ResultConflict, ResultError} {
 			m.writes.WithLabelValues(store, r)
 		}
 	}
@@ -57,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // Pushed counts one push to store with result r, or its error (a conflict
 // when conflict).
-func (m *Metrics) Pushed(store string, r Result, err error, conflict bool) {
+func (m *Metrics) Pushed(store string, r fmt.Stringer, err error, conflict bool) {
 	if m == nil {
 		return
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
-	"github.com/keymount/keymount/controller/push"
+	"github.com/keymount/keymount/internal/vaultkv"
 	"github.com/keymount/keymount/internal/vaultlogin"
 	"github.com/keymount/keymount/internal/vaultmsg"
 )
@@ -50,7 +50,7 @@ type kvRead struct {
 	// read again, and its TTL in seconds.
 	leaseID       string
 	leaseDuration int
-	// secretType is the type a push recorded (push.MetadataSecretType).
+	// secretType is the type a push recorded (vaultkv.MetadataSecretType).
 	secretType corev1.SecretType
 	data       map[string][]byte
 }
@@ -218,7 +218,7 @@ func (v *vaultReader) unchanged(ctx context.Context, c *vaultapi.Client, last *k
 	case last.version == 0:
 		return false, nil
 	}
-	mp, ok := push.MetadataPath(last.path)
+	mp, ok := vaultkv.MetadataPath(last.path)
 	if !ok {
 		return false, nil
 	}
@@ -238,7 +238,7 @@ func (v *vaultReader) unchanged(ctx context.Context, c *vaultapi.Client, last *k
 		return false, nil
 	}
 	v.mu.Lock()
-	last.secretType = push.TypeOf(s.Data["custom_metadata"])
+	last.secretType = vaultkv.TypeOf(s.Data["custom_metadata"])
 	v.mu.Unlock()
 	return true, nil
 }
@@ -250,7 +250,7 @@ func (v *vaultReader) unchanged(ctx context.Context, c *vaultapi.Client, last *k
 // version 2 secret's type is the one a push recorded in its
 // custom_metadata.
 func decodeKV(s *vaultapi.Secret) (*kvRead, error) {
-	fields := push.FieldsV1(s.Data)
+	fields := vaultkv.FieldsV1(s.Data)
 	r := &kvRead{secretType: corev1.SecretTypeOpaque}
 	if inner, ok := s.Data["data"].(map[string]any); ok {
 		fields = inner
@@ -260,7 +260,7 @@ func decodeKV(s *vaultapi.Secret) (*kvRead, error) {
 					r.version = int(n)
 				}
 			}
-			r.secretType = push.TypeOf(md["custom_metadata"])
+			r.secretType = vaultkv.TypeOf(md["custom_metadata"])
 		}
 	} else if s.Renewable && s.LeaseID != "" {
 		r.leaseID, r.leaseDuration = s.LeaseID, s.LeaseDuration
@@ -277,7 +277,7 @@ func decodeKV(s *vaultapi.Secret) (*kvRead, error) {
 			return nil, fmt.Errorf("field %q is not a string (%T): a Secret's keys hold strings", k, val)
 		}
 	}
-	r.data = push.Decode(strs).Data
+	r.data = vaultkv.Decode(strs).Data
 	return r, nil
 }
 

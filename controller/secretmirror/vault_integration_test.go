@@ -22,6 +22,7 @@ import (
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
 	"github.com/keymount/keymount/controller/push"
 	"github.com/keymount/keymount/controller/secretmirror"
+	"github.com/keymount/keymount/internal/vaultkv"
 	"github.com/keymount/keymount/tests/vaultenv"
 )
 
@@ -198,7 +199,7 @@ func kvHolds(t *testing.T, c *vaultapi.Client, path string, want map[string]stri
 			return false, err
 		}
 		fields, _ := s.Data["data"].(map[string]any)
-		got := push.Decode(fields).Data
+		got := vaultkv.Decode(fields).Data
 		if len(got) != len(want) {
 			return false, nil
 		}
@@ -250,7 +251,7 @@ path "secret/metadata/push/*" { capabilities = ["read", "update"] }
 	}
 	const path = "secret/data/push/wildcard-tls"
 	ver, md := kvHolds(t, v.Client, path, map[string]string{"tls.crt": "CERT-1", "tls.key": "KEY-1\x00\xff"})
-	if ver != 1 || push.TypeOf(md["custom_metadata"]) != corev1.SecretTypeTLS {
+	if ver != 1 || vaultkv.TypeOf(md["custom_metadata"]) != corev1.SecretTypeTLS {
 		t.Errorf("version %d, custom_metadata %v: want 1 and the type kubernetes.io/tls", ver, md["custom_metadata"])
 	}
 	got := f.status(t, "vw-src", m.Name, mirrorsv1alpha2.MirrorStatusActive, "Secret vw-src/wildcard-tls written to Vault /secret/data/push/wildcard-tls (version 1)")

@@ -14,10 +14,11 @@ import (
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
 	"github.com/keymount/keymount/controller/push"
+	"github.com/keymount/keymount/internal/vaultkv"
 )
 
 // pushes keeps, per SecretMirror with a Vault destination, what keymount
-// last wrote there (push.Mark: its KV version and digest) and the KV
+// last wrote there (vaultkv.Mark: its KV version and digest) and the KV
 // version of the engine. status.vaultDestination keeps the version across
 // restarts; the digest lives here only (a restart costs one read of the
 // version keymount wrote).
@@ -29,7 +30,7 @@ type pushes struct {
 type pushed struct {
 	addr, path string
 	kv         int
-	mark       push.Mark
+	mark       vaultkv.Mark
 }
 
 func newPushes() *pushes { return &pushes{marks: map[types.NamespacedName]pushed{}} }
@@ -67,7 +68,7 @@ func (p *pushes) record(key types.NamespacedName, w pushed) {
 // identical to src's adopted without a write, none when nothing changed,
 // and never over a value keymount did not write unless m carries
 // AnnotationVaultOverwrite. The Secret's type goes into the path's
-// custom_metadata (push.MetadataSecretType). Nothing is ever deleted from
+// custom_metadata (vaultkv.MetadataSecretType). Nothing is ever deleted from
 // Vault (mirrors' deletePolicy retain).
 func (r *Reconciler) pushToVault(ctx context.Context, m *mirrorsv1alpha2.SecretMirror, src *corev1.Secret, from origin) (outcome, error) {
 	dv := m.Spec.Destination.Vault
@@ -77,29 +78,29 @@ func (r *Reconciler) pushToVault(ctx context.Context, m *mirrorsv1alpha2.SecretM
 		r.events.Eventf(m, nil, corev1.EventTypeWarning, EventMirrorVaultError, "Sync", "%s", msg)
 		return outcome{status: mirrorsv1alpha2.MirrorStatusError, message: msg}, nil
 	}
-	policy := push.OwnedOnly
+	policy := vaultkv.OwnedOnly
 	if m.Annotations[AnnotationVaultOverwrite] == "true" {
-		policy = push.Replace
+		policy = vaultkv.Replace
 	}
 	key := client.ObjectKeyFromObject(m)
 	w := r.pushes.last(m, dv.Addr, path)
-	var res push.Result
+	var res vaultkv.Result
 	err := r.vault.withVault(ctx, m, dv, "spec.destination.vault", func(c *vaultapi.Client, l *vaultLogin) error {
 		if w.kv == 0 {
-			v, err := push.MountVersion(ctx, c, path)
+			v, err := vaultkv.MountVersion(ctx, c, path)
 			if err != nil {
 				return fmt.Errorf("as %s: %w", l.role, err)
 			}
 			w.kv = v
 		}
-		mark, r, err := push.KV{Client: c, Path: path, Version: w.kv}.Put(ctx, push.Value{Data: src.Data, Type: src.Type}, w.mark, policy)
-		if err != nil && !errors.Is(err, push.ErrConflict) {
+		mark, r, err := vaultkv.KV{Client: c, Path: path, Version: w.kv}.Put(ctx, vaultkv.Value{Data: src.Data, Type: src.Type}, w.mark, policy)
+		if err != nil && !errors.Is(err, vaultkv.ErrConflict) {
 			return fmt.Errorf("as %s: %w", l.role, err)
 		}
 		w.mark, res = mark, r
 		return err
 	})
-	conflict := errors.Is(err, push.ErrConflict)
+	conflict := errors.Is(err, vaultkv.ErrConflict)
 	r.metrics.Pushed(push.Store(w.kv), res, err, conflict)
 	switch {
 	case conflict:
@@ -117,11 +118,11 @@ func (r *Reconciler) pushToVault(ctx context.Context, m *mirrorsv1alpha2.SecretM
 	if w.kv == 2 {
 		where += fmt.Sprintf(" (version %d)", w.mark.Version)
 	}
-	if res.Wrote() || res == push.Adopted {
+	if res.Wrote() || res == vaultkv.Adopted {
 		r.events.Eventf(m, nil, corev1.EventTypeNormal, EventMirrorSynced, "Sync", "Synced %s to %s (%s)", from.name, where, res)
 	}
 	return outcome{status: mirrorsv1alpha2.MirrorStatusActive, message: fmt.Sprintf("%s written to %s", from.name, where),
-		wrote:            res != push.Unchanged,
+		wrote:            res != vaultkv.Unchanged,
 		vaultDestination: &mirrorsv1alpha2.VaultDestinationStatus{Addr: dv.Addr, Path: dv.Path, Version: w.mark.Version},
 	}, nil
 }

@@ -1,6 +1,6 @@
 //go:build integration && vault
 
-package push_test
+package vaultkv_test
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/keymount/keymount/controller/push"
+	"github.com/keymount/keymount/internal/vaultkv"
 	"github.com/keymount/keymount/tests/vaultenv"
 )
 
-// TestKVAgainstVault runs every rule of push.KV against a real Vault
+// TestKVAgainstVault runs every rule of vaultkv.KV against a real Vault
 // (tests/vaultenv: KV version 2 at secret/, version 1 at kv1/).
 func TestKVAgainstVault(t *testing.T) {
 	v := vaultenv.Start(t, vaultenv.Options{})
@@ -28,8 +28,8 @@ func TestKVAgainstVault(t *testing.T) {
 	t.Run("v1: mirrors' shape, conflicts by content", func(t *testing.T) { testV1(t, v) })
 }
 
-func value(kv ...string) push.Value {
-	v := push.Value{Data: map[string][]byte{}, Type: corev1.SecretTypeOpaque}
+func value(kv ...string) vaultkv.Value {
+	v := vaultkv.Value{Data: map[string][]byte{}, Type: corev1.SecretTypeOpaque}
 	for i := 0; i+1 < len(kv); i += 2 {
 		v.Data[kv[i]] = []byte(kv[i+1])
 	}
@@ -45,7 +45,7 @@ func current(t *testing.T, v *vaultenv.Vault, path string) (map[string]string, i
 	}
 	fields, _ := s.Data["data"].(map[string]any)
 	out := map[string]string{}
-	for k, b := range push.Decode(fields).Data {
+	for k, b := range vaultkv.Decode(fields).Data {
 		out[k] = string(b)
 	}
 	md, _ := s.Data["metadata"].(map[string]any)
@@ -65,7 +65,7 @@ func number(t *testing.T, v any) int {
 	return int(i)
 }
 
-func put(t *testing.T, kv push.KV, val push.Value, last push.Mark, p push.Policy, want push.Result) push.Mark {
+func put(t *testing.T, kv vaultkv.KV, val vaultkv.Value, last vaultkv.Mark, p vaultkv.Policy, want vaultkv.Result) vaultkv.Mark {
 	t.Helper()
 	m, r, err := kv.Put(t.Context(), val, last, p)
 	if err != nil || r != want {
@@ -76,11 +76,11 @@ func put(t *testing.T, kv push.KV, val push.Value, last push.Mark, p push.Policy
 
 func testMountVersion(t *testing.T, v *vaultenv.Vault) {
 	for path, want := range map[string]int{"secret/data/a/b": 2, vaultenv.KVv1Mount + "/a/b": 1} {
-		if got, err := push.MountVersion(t.Context(), v.Client, path); err != nil || got != want {
+		if got, err := vaultkv.MountVersion(t.Context(), v.Client, path); err != nil || got != want {
 			t.Errorf("MountVersion(%s) = %d, %v; want %d", path, got, err, want)
 		}
 	}
-	if _, err := push.MountVersion(t.Context(), v.Client, vaultenv.PKIMount+"/issue/x"); err == nil {
+	if _, err := vaultkv.MountVersion(t.Context(), v.Client, vaultenv.PKIMount+"/issue/x"); err == nil {
 		t.Error("MountVersion of a PKI path: no error, want one naming the engine")
 	}
 }
@@ -89,20 +89,20 @@ func testMountVersion(t *testing.T, v *vaultenv.Vault) {
 // value again reads the metadata only and writes nothing; a change is one
 // write, bytes kept exactly (not UTF-8 included), as mirrors writes them.
 func testV2Writes(t *testing.T, v *vaultenv.Vault) {
-	kv := push.KV{Client: v.Client, Path: "secret/data/w/app", Version: 2}
-	m := put(t, kv, value("user", "app", "bin", "\xff\x00"), push.Mark{}, push.OwnedOnly, push.Created)
+	kv := vaultkv.KV{Client: v.Client, Path: "secret/data/w/app", Version: 2}
+	m := put(t, kv, value("user", "app", "bin", "\xff\x00"), vaultkv.Mark{}, vaultkv.OwnedOnly, vaultkv.Created)
 	if m.Version != 1 {
 		t.Fatalf("version %d, want 1", m.Version)
 	}
 	a := v.Audit(t)
 	reads, meta, writes := a.Count("read", "secret/data/w/app"), a.Count("read", "secret/metadata/w/app"), a.Count("update", "secret/data/w/app")
-	m = put(t, kv, value("user", "app", "bin", "\xff\x00"), m, push.OwnedOnly, push.Unchanged)
+	m = put(t, kv, value("user", "app", "bin", "\xff\x00"), m, vaultkv.OwnedOnly, vaultkv.Unchanged)
 	a = v.Audit(t)
 	if a.Count("read", "secret/data/w/app") != reads || a.Count("update", "secret/data/w/app") != writes || a.Count("read", "secret/metadata/w/app") != meta+1 {
 		t.Errorf("unchanged: reads %d→%d, writes %d→%d, metadata reads %d→%d; want one metadata read only",
 			reads, a.Count("read", "secret/data/w/app"), writes, a.Count("update", "secret/data/w/app"), meta, a.Count("read", "secret/metadata/w/app"))
 	}
-	m = put(t, kv, value("user", "app2", "bin", "\xff\x00"), m, push.OwnedOnly, push.Updated)
+	m = put(t, kv, value("user", "app2", "bin", "\xff\x00"), m, vaultkv.OwnedOnly, vaultkv.Updated)
 	if a2 := v.Audit(t); a2.Count("read", "secret/data/w/app") != reads {
 		t.Errorf("a change read the value (%d reads, want %d): versions are compared, not values", a2.Count("read", "secret/data/w/app"), reads)
 	}
@@ -115,17 +115,17 @@ func testV2Writes(t *testing.T, v *vaultenv.Vault) {
 // testV2Conflict: a version someone else wrote after keymount's is not
 // replaced (the error names the versions); Replace replaces it.
 func testV2Conflict(t *testing.T, v *vaultenv.Vault) {
-	kv := push.KV{Client: v.Client, Path: "secret/data/c/app", Version: 2}
-	m := put(t, kv, value("k", "mine"), push.Mark{}, push.OwnedOnly, push.Created)
+	kv := vaultkv.KV{Client: v.Client, Path: "secret/data/c/app", Version: 2}
+	m := put(t, kv, value("k", "mine"), vaultkv.Mark{}, vaultkv.OwnedOnly, vaultkv.Created)
 	v.PutKVv2(t, "c/app", map[string]any{"k": "theirs"})
-	_, _, err := kv.Put(t.Context(), value("k", "mine-2"), m, push.OwnedOnly)
-	if !errors.Is(err, push.ErrConflict) || err.Error() != "secret/data/c/app is at version 2, the value there was not written by keymount (keymount wrote version 1): not replaced" {
+	_, _, err := kv.Put(t.Context(), value("k", "mine-2"), m, vaultkv.OwnedOnly)
+	if !errors.Is(err, vaultkv.ErrConflict) || err.Error() != "secret/data/c/app is at version 2, the value there was not written by keymount (keymount wrote version 1): not replaced" {
 		t.Fatalf("Put over someone else's version: %v, want ErrConflict naming both versions", err)
 	}
 	if got, ver := current(t, v, "secret/data/c/app"); got["k"] != "theirs" || ver != 2 {
 		t.Fatalf("after the refused push: %q version %d, want theirs at 2", got, ver)
 	}
-	m = put(t, kv, value("k", "mine-2"), m, push.Replace, push.Updated)
+	m = put(t, kv, value("k", "mine-2"), m, vaultkv.Replace, vaultkv.Updated)
 	if got, ver := current(t, v, "secret/data/c/app"); got["k"] != "mine-2" || ver != 3 || m.Version != 3 {
 		t.Errorf("Replace: %q version %d (mark %d), want mine-2 at 3", got, ver, m.Version)
 	}
@@ -133,7 +133,7 @@ func testV2Conflict(t *testing.T, v *vaultenv.Vault) {
 	if _, err := v.Client.Logical().DeleteWithContext(t.Context(), "secret/data/c/app"); err != nil {
 		t.Fatal(err)
 	}
-	put(t, kv, value("k", "mine-2"), m, push.OwnedOnly, push.Created)
+	put(t, kv, value("k", "mine-2"), m, vaultkv.OwnedOnly, vaultkv.Created)
 }
 
 // testV2Adopt: a path already holding the value (as mirrors wrote it, or
@@ -141,36 +141,36 @@ func testV2Conflict(t *testing.T, v *vaultenv.Vault) {
 // digest), one read of keymount's version confirms it.
 func testV2Adopt(t *testing.T, v *vaultenv.Vault) {
 	v.PutKVv2(t, "a/app", map[string]any{"k": "dmFsdWU="}) // "value", base64 as mirrors writes it
-	kv := push.KV{Client: v.Client, Path: "secret/data/a/app", Version: 2}
+	kv := vaultkv.KV{Client: v.Client, Path: "secret/data/a/app", Version: 2}
 	writes := v.Audit(t).Count("update", "secret/data/a/app")
-	m := put(t, kv, value("k", "value"), push.Mark{}, push.OwnedOnly, push.Adopted)
+	m := put(t, kv, value("k", "value"), vaultkv.Mark{}, vaultkv.OwnedOnly, vaultkv.Adopted)
 	if m.Version != 1 || v.Audit(t).Count("update", "secret/data/a/app") != writes {
 		t.Fatalf("adopted: mark %d, writes %d→%d; want version 1 and no write", m.Version, writes, v.Audit(t).Count("update", "secret/data/a/app"))
 	}
-	restarted := push.Mark{Version: m.Version}
+	restarted := vaultkv.Mark{Version: m.Version}
 	reads := v.Audit(t).Count("read", "secret/data/a/app")
-	put(t, kv, value("k", "value"), restarted, push.OwnedOnly, push.Unchanged)
+	put(t, kv, value("k", "value"), restarted, vaultkv.OwnedOnly, vaultkv.Unchanged)
 	if got := v.Audit(t).Count("read", "secret/data/a/app"); got != reads+1 {
 		t.Errorf("after a restart: %d reads of the value, want %d (one)", got, reads+1)
 	}
 	// Keymount's own version, the source changed while it was down: written.
-	put(t, kv, value("k", "value-2"), restarted, push.OwnedOnly, push.Updated)
+	put(t, kv, value("k", "value-2"), restarted, vaultkv.OwnedOnly, vaultkv.Updated)
 }
 
 // testV2Race: two writers holding the same mark push different values at
 // once: exactly one is written, the other is a conflict, and the value
 // in Vault is the winner's.
 func testV2Race(t *testing.T, v *vaultenv.Vault) {
-	kv := push.KV{Client: v.Client, Path: "secret/data/r/app", Version: 2}
-	m := put(t, kv, value("k", "base"), push.Mark{}, push.OwnedOnly, push.Created)
+	kv := vaultkv.KV{Client: v.Client, Path: "secret/data/r/app", Version: 2}
+	m := put(t, kv, value("k", "base"), vaultkv.Mark{}, vaultkv.OwnedOnly, vaultkv.Created)
 	for round := range 5 {
 		var wg sync.WaitGroup
 		results := make([]error, 2)
 		vals := []string{"a", "b"}
-		marks := make([]push.Mark, 2)
+		marks := make([]vaultkv.Mark, 2)
 		for i := range 2 {
 			wg.Go(func() {
-				marks[i], _, results[i] = kv.Put(context.Background(), value("k", vals[i]+string(rune('0'+round))), m, push.OwnedOnly)
+				marks[i], _, results[i] = kv.Put(context.Background(), value("k", vals[i]+string(rune('0'+round))), m, vaultkv.OwnedOnly)
 			})
 		}
 		wg.Wait()
@@ -181,7 +181,7 @@ func testV2Race(t *testing.T, v *vaultenv.Vault) {
 				won = i
 			case err == nil:
 				t.Fatalf("round %d: both writers wrote", round)
-			case !errors.Is(err, push.ErrConflict):
+			case !errors.Is(err, vaultkv.ErrConflict):
 				t.Fatalf("round %d: writer %d: %v, want a conflict", round, i, err)
 			}
 		}
@@ -197,9 +197,9 @@ func testV2Race(t *testing.T, v *vaultenv.Vault) {
 
 // testV2IfNotExists: written where nothing is, never again after.
 func testV2IfNotExists(t *testing.T, v *vaultenv.Vault) {
-	kv := push.KV{Client: v.Client, Path: "secret/data/i/app", Version: 2}
-	m := put(t, kv, value("k", "first"), push.Mark{}, push.IfNotExists, push.Created)
-	put(t, kv, value("k", "second"), m, push.IfNotExists, push.Skipped)
+	kv := vaultkv.KV{Client: v.Client, Path: "secret/data/i/app", Version: 2}
+	m := put(t, kv, value("k", "first"), vaultkv.Mark{}, vaultkv.IfNotExists, vaultkv.Created)
+	put(t, kv, value("k", "second"), m, vaultkv.IfNotExists, vaultkv.Skipped)
 	if got, _ := current(t, v, kv.Path); got["k"] != "first" {
 		t.Errorf("IfNotExists replaced the value: %q", got["k"])
 	}
@@ -208,10 +208,10 @@ func testV2IfNotExists(t *testing.T, v *vaultenv.Vault) {
 // testV2Type: a TLS Secret's type goes into custom_metadata, once; other
 // custom_metadata keys stay; back to Opaque removes it.
 func testV2Type(t *testing.T, v *vaultenv.Vault) {
-	kv := push.KV{Client: v.Client, Path: "secret/data/t/tls", Version: 2}
+	kv := vaultkv.KV{Client: v.Client, Path: "secret/data/t/tls", Version: 2}
 	tls := value("tls.crt", "C", "tls.key", "K")
 	tls.Type = corev1.SecretTypeTLS
-	m := put(t, kv, tls, push.Mark{}, push.OwnedOnly, push.Created)
+	m := put(t, kv, tls, vaultkv.Mark{}, vaultkv.OwnedOnly, vaultkv.Created)
 	custom := func() map[string]any {
 		s, err := v.Client.Logical().ReadWithContext(t.Context(), "secret/metadata/t/tls")
 		if err != nil || s == nil {
@@ -220,17 +220,17 @@ func testV2Type(t *testing.T, v *vaultenv.Vault) {
 		c, _ := s.Data["custom_metadata"].(map[string]any)
 		return c
 	}
-	if got := push.TypeOf(custom()); got != corev1.SecretTypeTLS {
+	if got := vaultkv.TypeOf(custom()); got != corev1.SecretTypeTLS {
 		t.Fatalf("custom_metadata type %q, want kubernetes.io/tls", got)
 	}
-	v.Write(t, "secret/metadata/t/tls", map[string]any{"custom_metadata": map[string]any{push.MetadataSecretType: "kubernetes.io/tls", "owner": "team-a"}})
+	v.Write(t, "secret/metadata/t/tls", map[string]any{"custom_metadata": map[string]any{vaultkv.MetadataSecretType: "kubernetes.io/tls", "owner": "team-a"}})
 	metaWrites := v.Audit(t).Count("update", "secret/metadata/t/tls")
-	m = put(t, kv, tls, m, push.OwnedOnly, push.Unchanged)
+	m = put(t, kv, tls, m, vaultkv.OwnedOnly, vaultkv.Unchanged)
 	if got := v.Audit(t).Count("update", "secret/metadata/t/tls"); got != metaWrites {
 		t.Errorf("an unchanged type wrote the metadata (%d writes, want %d)", got, metaWrites)
 	}
-	put(t, kv, value("tls.crt", "C", "tls.key", "K"), m, push.OwnedOnly, push.Unchanged)
-	if c := custom(); push.TypeOf(c) != corev1.SecretTypeOpaque || c["owner"] != "team-a" {
+	put(t, kv, value("tls.crt", "C", "tls.key", "K"), m, vaultkv.OwnedOnly, vaultkv.Unchanged)
+	if c := custom(); vaultkv.TypeOf(c) != corev1.SecretTypeOpaque || c["owner"] != "team-a" {
 		t.Errorf("custom_metadata %v: want the type gone, owner kept", c)
 	}
 }
@@ -239,8 +239,8 @@ func testV2Type(t *testing.T, v *vaultenv.Vault) {
 // unchanged costs one read; a value someone else wrote is not replaced.
 func testV1(t *testing.T, v *vaultenv.Vault) {
 	path := vaultenv.KVv1Mount + "/app"
-	kv := push.KV{Client: v.Client, Path: path, Version: 1}
-	m := put(t, kv, value("k", "one"), push.Mark{}, push.OwnedOnly, push.Created)
+	kv := vaultkv.KV{Client: v.Client, Path: path, Version: 1}
+	m := put(t, kv, value("k", "one"), vaultkv.Mark{}, vaultkv.OwnedOnly, vaultkv.Created)
 	s, err := v.Client.Logical().ReadWithContext(t.Context(), path)
 	if err != nil || s == nil {
 		t.Fatal(err)
@@ -249,13 +249,13 @@ func testV1(t *testing.T, v *vaultenv.Vault) {
 		t.Fatalf("KV v1 holds %v, want data.k = base64 of one, as mirrors writes it", s.Data)
 	}
 	writes := v.Audit(t).Count("update", path)
-	m = put(t, kv, value("k", "one"), m, push.OwnedOnly, push.Unchanged)
-	m = put(t, kv, value("k", "two"), m, push.OwnedOnly, push.Updated)
+	m = put(t, kv, value("k", "one"), m, vaultkv.OwnedOnly, vaultkv.Unchanged)
+	m = put(t, kv, value("k", "two"), m, vaultkv.OwnedOnly, vaultkv.Updated)
 	if got := v.Audit(t).Count("update", path); got != writes+1 {
 		t.Errorf("%d writes, want %d", got, writes+1)
 	}
 	v.Write(t, path, map[string]any{"k": "theirs"})
-	if _, _, err := kv.Put(t.Context(), value("k", "three"), m, push.OwnedOnly); !errors.Is(err, push.ErrConflict) {
+	if _, _, err := kv.Put(t.Context(), value("k", "three"), m, vaultkv.OwnedOnly); !errors.Is(err, vaultkv.ErrConflict) {
 		t.Errorf("v1 over someone else's value: %v, want ErrConflict", err)
 	}
 	s, _ = v.Client.Logical().ReadWithContext(t.Context(), path)
