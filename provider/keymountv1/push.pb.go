@@ -245,7 +245,12 @@ type PushItem struct {
 	// owner names who pushes, "<namespace>/<name>" of the PushSecret: the
 	// store's mark of keymount's values where it has one (a tag, custom
 	// metadata).
-	Owner         string `protobuf:"bytes,7,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,7,opt,name=owner,proto3" json:"owner,omitempty"`
+	// unchanged says value is the one keymount wrote at last_version (the
+	// caller keeps a digest of it): the provider then only confirms that
+	// last_version is still the store's current version, with no read of the
+	// value and no write.
+	Unchanged     bool `protobuf:"varint,8,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -327,6 +332,13 @@ func (x *PushItem) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *PushItem) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
 }
 
 type PushResponse struct {
@@ -508,7 +520,7 @@ const file_push_proto_rawDesc = "" +
 	"attributes\x18\x01 \x01(\tR\n" +
 	"attributes\x12\x18\n" +
 	"\asecrets\x18\x02 \x01(\tR\asecrets\x124\n" +
-	"\x05items\x18\x03 \x03(\v2\x1e.keymount.provider.v1.PushItemR\x05items\"\xf1\x01\n" +
+	"\x05items\x18\x03 \x03(\v2\x1e.keymount.provider.v1.PushItemR\x05items\"\x8f\x02\n" +
 	"\bPushItem\x12\x1d\n" +
 	"\n" +
 	"remote_key\x18\x01 \x01(\tR\tremoteKey\x12\x1a\n" +
@@ -518,7 +530,8 @@ const file_push_proto_rawDesc = "" +
 	"\x05value\x18\x04 \x01(\fR\x05value\x12:\n" +
 	"\x06policy\x18\x05 \x01(\x0e2\".keymount.provider.v1.UpdatePolicyR\x06policy\x12!\n" +
 	"\flast_version\x18\x06 \x01(\tR\vlastVersion\x12\x14\n" +
-	"\x05owner\x18\a \x01(\tR\x05owner\"J\n" +
+	"\x05owner\x18\a \x01(\tR\x05owner\x12\x1c\n" +
+	"\tunchanged\x18\b \x01(\bR\tunchanged\"J\n" +
 	"\fPushResponse\x12:\n" +
 	"\aresults\x18\x01 \x03(\v2 .keymount.provider.v1.ItemResultR\aresults\"y\n" +
 	"\n" +

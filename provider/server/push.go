@@ -59,6 +59,7 @@ type PushItem struct {
 	Policy      keymountv1.UpdatePolicy
 	LastVersion string
 	Owner       string
+	Unchanged   bool
 }
 
 // PushResult is what happened to one item: see keymountv1.ItemResult.
@@ -91,7 +92,7 @@ func parsePush(attributes, secrets string, items []*keymountv1.PushItem) (*PushR
 			return nil, fmt.Errorf("items[%d].policy %d is not an UpdatePolicy", i, it.GetPolicy())
 		}
 		r.Items[i] = PushItem{RemoteKey: it.GetRemoteKey(), Property: it.GetProperty(), ObjectType: it.GetObjectType(),
-			Value: it.GetValue(), Policy: it.GetPolicy(), LastVersion: it.GetLastVersion(), Owner: it.GetOwner()}
+			Value: it.GetValue(), Policy: it.GetPolicy(), LastVersion: it.GetLastVersion(), Owner: it.GetOwner(), Unchanged: it.GetUnchanged()}
 	}
 	return r, nil
 }
