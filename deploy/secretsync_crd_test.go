@@ -100,10 +100,11 @@ var upstreamSyncStatus = map[string]string{
 }
 
 // TestShippedCRDs: deploy/ applies the upstream driver's two CRDs, the
-// sync controller's one and mirrors' SecretMirror, nothing else.
+// sync controller's one, mirrors' SecretMirror and keymount's PushSecret,
+// nothing else.
 func TestShippedCRDs(t *testing.T) {
 	r := mustRender(t, deployFS(t), "/deploy")
-	want := append(slices.Sorted(maps.Keys(upstreamCRDs)), syncCRD, mirrorCRD)
+	want := append(slices.Sorted(maps.Keys(upstreamCRDs)), syncCRD, mirrorCRD, "pushsecrets.keymount.io")
 	slices.Sort(want)
 	if got := slices.Sorted(maps.Keys(r.crds)); !slices.Equal(got, want) {
 		t.Fatalf("CRDs %v, want %v", got, want)
