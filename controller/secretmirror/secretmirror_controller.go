@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/events"
@@ -78,7 +79,7 @@ type Reconciler struct {
 	// writer writes and deletes the copies (fanout.LabelCopy=mirror).
 	writer fanout.Writer
 	// sources watches the source Secrets by name (SetupWithManager).
-	sources *sourceWatches
+	sources *fanout.NameWatches
 	// vault reads Vault sources and logs in for Vault destinations.
 	vault *vaultReader
 	// pushes are what keymount last wrote to Vault destinations.
@@ -137,7 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	if specErr != nil {
-		r.sources.forget(req.NamespacedName)
+		r.sources.Forget(req.NamespacedName)
 		r.events.Eventf(m, nil, corev1.EventTypeWarning, EventMirrorInvalidSpec, "Sync", "%s", specErr.Error())
 		return ctrl.Result{}, r.setStatus(ctx, m, outcome{status: mirrorsv1alpha2.MirrorStatusError, message: specErr.Error()})
 	}
@@ -146,11 +147,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		err error
 	)
 	if s.vaultSource {
-		r.sources.forget(req.NamespacedName)
+		r.sources.Forget(req.NamespacedName)
 		o, err = r.syncVault(ctx, m, s)
 	} else {
 		src := types.NamespacedName{Namespace: m.Namespace, Name: s.sourceName}
-		if err := r.sources.watch(ctx, req.NamespacedName, src); err != nil {
+		if err := r.sources.Watch(ctx, req.NamespacedName, src); err != nil {
 			return ctrl.Result{}, err
 		}
 		o, err = r.sync(ctx, m, s, src)
@@ -170,7 +171,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // forget drops what r keeps for a SecretMirror that is gone.
 func (r *Reconciler) forget(key types.NamespacedName) {
-	r.sources.forget(key)
+	r.sources.Forget(key)
 	r.vault.forget(key)
 	r.pushes.forget(key)
 }
@@ -206,7 +207,9 @@ func SetupWithManager(_ context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
 	}
-	r.sources = newSourceWatches(meta)
+	r.sources = fanout.NewNameWatches(meta, func(n types.NamespacedName) client.Object {
+		return &mirrorsv1alpha2.SecretMirror{ObjectMeta: metav1.ObjectMeta{Namespace: n.Namespace, Name: n.Name}}
+	})
 	if err := mgr.Add(r.sources); err != nil {
 		return err
 	}
@@ -221,7 +224,7 @@ func SetupWithManager(_ context.Context, mgr ctrl.Manager, opts Options) error {
 		WatchesRawSource(source.Kind(r.copies, client.Object(fanout.NamespaceMeta()),
 			handler.EnqueueRequestsFromMapFunc(r.mirrorsMatching), newOnly)).
 		WatchesRawSource(source.Kind(r.copies, client.Object(&corev1.Secret{}), fanout.CopyHandler(r.writer.Recent, ownerOf))).
-		WatchesRawSource(source.Channel(r.sources.events, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.sources.Events(), &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Workers, 1)}).
 		Complete(r)
 }

@@ -1,4 +1,4 @@
-package secretmirror
+package fanout
 
 import (
 	"context"
@@ -14,17 +14,19 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-
-	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
 )
 
-// sourceWatches watches the source Secrets SecretMirrors name, each by
-// name and metadata only (one watch per source, shared by the
-// SecretMirrors naming it), and requeues those SecretMirrors when their
-// source is created, changed or deleted. It runs with the manager.
-type sourceWatches struct {
-	meta   metadata.Interface
-	events chan event.GenericEvent
+// NameWatches watches the Secrets objects of one kind name (a
+// SecretMirror's source, a PushSecret's), each by name and metadata only
+// (one watch per Secret, shared by the objects naming it), and requeues
+// those objects when their Secret is created, changed or deleted: never a
+// watch of every Secret. It runs with the manager (Start).
+type NameWatches struct {
+	meta metadata.Interface
+	// newObject is the object to requeue for a name, of the watching
+	// controller's kind.
+	newObject func(types.NamespacedName) client.Object
+	events    chan event.GenericEvent
 
 	started chan struct{} // closed when run has set base
 	base    context.Context
@@ -36,27 +38,32 @@ type sourceWatches struct {
 
 type sourceWatch struct {
 	stop    context.CancelFunc
-	mirrors map[types.NamespacedName]struct{}
+	mirrors map[types.NamespacedName]struct{} // the objects naming the Secret
 }
 
-func newSourceWatches(meta metadata.Interface) *sourceWatches {
-	return &sourceWatches{
-		meta: meta, events: make(chan event.GenericEvent, 64), started: make(chan struct{}),
+// NewNameWatches returns watches through meta that requeue objects made by
+// newObject.
+func NewNameWatches(meta metadata.Interface, newObject func(types.NamespacedName) client.Object) *NameWatches {
+	return &NameWatches{
+		meta: meta, newObject: newObject, events: make(chan event.GenericEvent, 64), started: make(chan struct{}),
 		bySource: map[types.NamespacedName]*sourceWatch{}, byMirror: map[types.NamespacedName]types.NamespacedName{},
 	}
 }
 
 // Start runs until ctx ends (manager.Runnable); the watches stop with it.
-func (w *sourceWatches) Start(ctx context.Context) error {
+func (w *NameWatches) Start(ctx context.Context) error {
 	w.base = ctx
 	close(w.started)
 	<-ctx.Done()
 	return nil
 }
 
-// watch makes sure mirror's source src is watched, and no other source for
+// Events are the requeues, for the controller's source.Channel.
+func (w *NameWatches) Events() <-chan event.GenericEvent { return w.events }
+
+// Watch makes sure mirror's Secret src is watched, and no other Secret for
 // mirror.
-func (w *sourceWatches) watch(ctx context.Context, mirror, src types.NamespacedName) error {
+func (w *NameWatches) Watch(ctx context.Context, mirror, src types.NamespacedName) error {
 	if w == nil {
 		return nil
 	}
@@ -84,9 +91,8 @@ func (w *sourceWatches) watch(ctx context.Context, mirror, src types.NamespacedN
 	return nil
 }
 
-// forget stops watching mirror's source, unless another SecretMirror
-// names it.
-func (w *sourceWatches) forget(mirror types.NamespacedName) {
+// Forget stops watching mirror's Secret, unless another object names it.
+func (w *NameWatches) Forget(mirror types.NamespacedName) {
 	if w == nil {
 		return
 	}
@@ -95,7 +101,7 @@ func (w *sourceWatches) forget(mirror types.NamespacedName) {
 	w.forgetLocked(mirror)
 }
 
-func (w *sourceWatches) forgetLocked(mirror types.NamespacedName) {
+func (w *NameWatches) forgetLocked(mirror types.NamespacedName) {
 	src, ok := w.byMirror[mirror]
 	if !ok {
 		return
@@ -110,7 +116,7 @@ func (w *sourceWatches) forgetLocked(mirror types.NamespacedName) {
 }
 
 // start runs a metadata-only informer on the one Secret src.
-func (w *sourceWatches) start(src types.NamespacedName) context.CancelFunc {
+func (w *NameWatches) start(src types.NamespacedName) context.CancelFunc {
 	secrets := w.meta.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(src.Namespace)
 	byName := fields.OneTermEqualSelector("metadata.name", src.Name).String()
 	lw := &cache.ListWatch{
@@ -145,8 +151,8 @@ func (w *sourceWatches) start(src types.NamespacedName) context.CancelFunc {
 	return stop
 }
 
-// notify requeues the SecretMirrors naming src.
-func (w *sourceWatches) notify(src types.NamespacedName) {
+// notify requeues the objects naming src.
+func (w *NameWatches) notify(src types.NamespacedName) {
 	w.mu.Lock()
 	var mirrors []types.NamespacedName
 	if sw := w.bySource[src]; sw != nil {
@@ -157,9 +163,8 @@ func (w *sourceWatches) notify(src types.NamespacedName) {
 	ctx := w.base
 	w.mu.Unlock()
 	for _, m := range mirrors {
-		obj := &mirrorsv1alpha2.SecretMirror{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}}
 		select {
-		case w.events <- event.GenericEvent{Object: client.Object(obj)}:
+		case w.events <- event.GenericEvent{Object: w.newObject(m)}:
 		case <-ctx.Done():
 			return
 		}
