@@ -85,7 +85,7 @@ func Convert(inputs []Input, opts Options) (*Result, error) {
 	}
 	res := &Result{}
 	for i := range docs {
-		if c := cv.convertDocument(&docs[i]); c != nil {
+		for _, c := range cv.convertDocument(&docs[i]) {
 			cv.finish(c)
 			res.conversions = append(res.conversions, c)
 		}
@@ -99,7 +99,7 @@ func Convert(inputs []Input, opts Options) (*Result, error) {
 // checkNames reports two ExternalSecrets that would write the same class or
 // the same SecretSync (the same Secret); the later one is not written.
 func (cv *converter) checkNames(list []*conversion) {
-	classes, syncs := map[string]string{}, map[string]string{}
+	classes, syncs, pushes := map[string]string{}, map[string]string{}, map[string]string{}
 	for _, c := range list {
 		if !c.writable {
 			continue
@@ -107,35 +107,51 @@ func (cv *converter) checkNames(list []*conversion) {
 		is := cv.issuesFor(c.source)
 		class, sync := objectName(c.namespace, c.className), objectName(c.namespace, c.syncName)
 		if prev, ok := classes[class]; ok {
-			is.unsupported("metadata.name", "the SecretProviderClass %s is also %s's; rename one ExternalSecret", class, prev)
+			is.unsupported("metadata.name", "the SecretProviderClass %s is also %s's; rename one %s", class, prev, objectKind(c.source))
 			c.writable = false
 		}
-		if prev, ok := syncs[sync]; ok {
+		if prev, ok := pushes[sync]; ok && c.push != nil {
+			is.unsupported("metadata.name", "the PushSecret %s is also %s's; rename one PushSecret or store", sync, prev)
+			c.writable = false
+		}
+		if prev, ok := syncs[sync]; ok && c.push == nil {
 			is.unsupported("spec.target.name", "the Secret %s is also written by %s; a SecretSync writes the Secret of its own name, so two cannot share one (even with creationPolicy Merge): put their keys into one ExternalSecret", sync, prev)
 			c.writable = false
 		}
-		if c.writable {
+		switch {
+		case c.writable && c.push != nil:
+			classes[class], pushes[sync] = c.source, c.source
+		case c.writable:
 			classes[class], syncs[sync] = c.source, c.source
 		}
 	}
 }
 
-// convertDocument converts one document, nil for stores and objects that
-// are not ExternalSecrets.
-func (cv *converter) convertDocument(d *document) *conversion {
+// convertDocument converts one document: none for stores and objects
+// that are not ExternalSecrets or PushSecrets, one per store for a
+// PushSecret.
+func (cv *converter) convertDocument(d *document) []*conversion {
 	group, _, _ := strings.Cut(d.apiVersion, "/")
+	one := func(c *conversion) []*conversion {
+		if c == nil {
+			return nil
+		}
+		return []*conversion{c}
+	}
 	switch {
 	case isESO(d.apiVersion) && d.kind == "ExternalSecret":
-		return cv.convertESO(d)
+		return one(cv.convertESO(d))
 	case isESO(d.apiVersion) && d.kind == "ClusterExternalSecret":
-		return cv.convertCES(d)
+		return one(cv.convertCES(d))
 	case d.apiVersion == kesVersion && d.kind == "ExternalSecret":
-		return cv.convertKES(d)
+		return one(cv.convertKES(d))
+	case d.apiVersion == esoV1alpha1 && d.kind == "PushSecret":
+		return cv.convertPush(d)
 	case isESO(d.apiVersion) && (d.kind == "SecretStore" || d.kind == "ClusterSecretStore"):
 		return nil
 	case group == esoGroup || strings.HasSuffix(group, "."+esoGroup) || group == "kubernetes-client.io":
 		is := cv.issuesFor(d.where)
-		is.unsupported("", "%s %s: keymount convert reads %s and %s ExternalSecret, ClusterExternalSecret, SecretStore and ClusterSecretStore, and %s ExternalSecret", d.apiVersion, d.kind, esoVersion, esoV1beta1, kesVersion)
+		is.unsupported("", "%s %s: keymount convert reads %s and %s ExternalSecret, ClusterExternalSecret, SecretStore and ClusterSecretStore, %s PushSecret, and %s ExternalSecret", d.apiVersion, d.kind, esoVersion, esoV1beta1, esoV1alpha1, kesVersion)
 	case d.apiVersion == "v1" && (d.kind == "ConfigMap" || d.kind == "Secret"):
 		is := cv.issuesFor(d.where)
 		is.note("", "%s %s is read only where a Vault store's caProvider names it", d.apiVersion, d.kind)
@@ -183,14 +199,13 @@ func (cv *converter) checkKey(is issues, path string, c *conversion, key string)
 
 // finish checks what every conversion needs.
 func (cv *converter) finish(c *conversion) {
+	if c.push != nil {
+		cv.finishPush(c)
+		return
+	}
 	is := cv.issuesFor(c.source)
 	c.writable = c.serviceAccount != "" && len(c.keys) > 0 && len(c.objects)+len(c.vaultObjects) > 0
-	switch {
-	case c.serviceAccount == "" && c.provider == "vault":
-		is.unsupported("", "no ServiceAccount to log in to Vault as: keymount logs in with Kubernetes auth as a ServiceAccount of the SecretSync's namespace %q, not as External Secrets' controller; bind one to the Vault role (auth.kubernetes.serviceAccountRef) or pass --service-account NAME", c.namespace)
-	case c.serviceAccount == "":
-		is.unsupported("", "no ServiceAccount to read as: keymount reads as a ServiceAccount of the SecretSync's namespace %q (IRSA or Pod Identity), not as External Secrets' controller or its static keys; pass --role-arn ARN (the controller's role: convert writes a ServiceAccount with it) or --service-account NAME (one that has a role)", c.namespace)
-	}
+	checkIdentity(is, c, "SecretSync")
 	if len(c.keys) == 0 {
 		is.unsupported("spec.data", "no key could be converted; the SecretSync needs at least one")
 	}
@@ -211,6 +226,17 @@ func (cv *converter) finish(c *conversion) {
 		c.syncAnnotations[annotationTLSSplit] = "false"
 	}
 	checkClass(is, c)
+}
+
+// checkIdentity reports a conversion with no ServiceAccount to read (or
+// write, for a PushSecret: what) as.
+func checkIdentity(is issues, c *conversion, what string) {
+	switch {
+	case c.serviceAccount == "" && c.provider == "vault":
+		is.unsupported("", "no ServiceAccount to log in to Vault as: keymount logs in with Kubernetes auth as a ServiceAccount of the %s's namespace %q, not as External Secrets' controller; bind one to the Vault role (auth.kubernetes.serviceAccountRef) or pass --service-account NAME", what, c.namespace)
+	case c.serviceAccount == "":
+		is.unsupported("", "no ServiceAccount to read as: keymount reads as a ServiceAccount of the %s's namespace %q (IRSA or Pod Identity), not as External Secrets' controller or its static keys; pass --role-arn ARN (the controller's role: convert writes a ServiceAccount with it) or --service-account NAME (one that has a role)", what, c.namespace)
+	}
 }
 
 // annotationTLSSplit (controller/secretsync.AnnotationTLSSplit) "false"

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
+	pushv1alpha1 "github.com/keymount/keymount/apis/push/v1alpha1"
 	ss1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/provider/aws/spec"
@@ -140,6 +141,8 @@ func checkOutput(t *testing.T, out []byte) {
 					t.Errorf("document %d: %+v refused by the CRD's pattern", i, d)
 				}
 			}
+		case "PushSecret":
+			checkPushSecret(t, i, doc)
 		case "ServiceAccount", "Namespace":
 			var o struct {
 				APIVersion string `json:"apiVersion"`
@@ -155,6 +158,24 @@ func checkOutput(t *testing.T, out []byte) {
 			}
 		default:
 			t.Errorf("document %d: kind %q", i, meta.Kind)
+		}
+	}
+}
+
+// checkPushSecret decodes a PushSecret strictly into keymount's type and
+// checks what its CRD requires.
+func checkPushSecret(t *testing.T, i int, doc string) {
+	t.Helper()
+	var p pushv1alpha1.PushSecret
+	if err := yaml.UnmarshalStrict([]byte(doc), &p); err != nil {
+		t.Errorf("document %d: not a PushSecret: %v", i, err)
+	}
+	if p.APIVersion != pushAPIVersion || p.Spec.SecretProviderClassName == "" || p.Spec.Selector.Secret.Name == "" || len(p.Spec.Data) == 0 {
+		t.Errorf("document %d: a PushSecret needs apiVersion %s, a class, a Secret and data: %+v", i, pushAPIVersion, p)
+	}
+	for _, d := range p.Spec.Data {
+		if d.Match.RemoteRef.RemoteKey == "" {
+			t.Errorf("document %d: %+v has no remoteKey", i, d)
 		}
 	}
 }

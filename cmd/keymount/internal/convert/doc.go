@@ -7,7 +7,10 @@
 // systemManager), becomes a SecretProviderClass of provider aws or vault
 // and a SecretSync that write the same Secret: its name, keys, type, labels
 // and annotations, with the refresh policy as keymount annotations and
-// ESO's templates as keymount.io/template.<key> annotations.
+// ESO's templates as keymount.io/template.<key> annotations. An ESO
+// PushSecret (external-secrets.io/v1alpha1) becomes, for each store it
+// names, a SecretProviderClass of the store and a keymount.io/v1alpha1
+// PushSecret that writes the same values there as the same identity.
 //
 // What cannot be expressed is never dropped silently: every such field is
 // an Issue naming the object and the field path. The caller decides whether

@@ -66,7 +66,7 @@ func esoMetadataToSecret(is issues, c *conversion, spec map[string]any, labels, 
 func (cv *converter) convertESOSpec(is issues, ns, name string, specFields map[string]any, cluster bool) *conversion {
 	unknownFields(is, "spec", specFields, esoSpecFields...)
 	c := &conversion{source: is.object, namespace: ns, className: name, syncName: name}
-	st := cv.esoStore(is, ns, field(specFields, "secretStoreRef"), cluster)
+	st := cv.esoStore(is, "spec.secretStoreRef", ns, field(specFields, "secretStoreRef"), cluster)
 	if st == nil {
 		return nil
 	}

@@ -46,6 +46,9 @@ type conversion struct {
 	// output writes the Namespace); syncLabels are the SecretSync's labels.
 	cluster    bool
 	syncLabels map[string]string
+	// push is set for an ESO PushSecret's conversion (push.go): the class
+	// and a keymount PushSecret named syncName instead of a SecretSync.
+	push *pushSecret
 }
 
 // secretKey is one key of the Secret: a provider file, or a template.

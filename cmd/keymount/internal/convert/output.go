@@ -141,7 +141,9 @@ func (c *conversion) sync() *outSync {
 }
 
 // Write writes the SecretProviderClass and the SecretSync of every
-// converted ExternalSecret, in input order, as YAML documents; before
+// converted ExternalSecret (the SecretProviderClass and the keymount
+// PushSecret of every store of a PushSecret), in input order, as YAML
+// documents; before
 // them, once each, the Namespace of ClusterExternalSecrets' SecretSyncs
 // and the ServiceAccounts convert writes.
 func (r *Result) Write(w io.Writer) error {
@@ -164,7 +166,11 @@ func (r *Result) Write(w io.Writer) error {
 			written["ServiceAccount "+sa.key()] = true
 			objs = append(objs, sa.object())
 		}
-		for _, obj := range append(objs, class, c.sync()) {
+		var last any = c.sync()
+		if c.push != nil {
+			last = c.pushObject()
+		}
+		for _, obj := range append(objs, class, last) {
 			fmt.Fprintf(&buf, "---\n# converted by keymount convert from %s\n", c.source)
 			enc := yaml.NewEncoder(&buf)
 			enc.SetIndent(2)

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"regexp"
+	"strings"
 
 	"github.com/keymount/keymount/provider/aws/spec"
 )
@@ -27,9 +28,10 @@ type esoStoreInfo struct {
 	staticKeys bool
 }
 
-// esoStore resolves spec.secretStoreRef in the input and reads the store.
-func (cv *converter) esoStore(is issues, namespace string, ref map[string]any, cluster bool) *esoStoreInfo {
-	const path = "spec.secretStoreRef"
+// esoStore resolves the store reference ref (at path: an ExternalSecret's
+// spec.secretStoreRef, a PushSecret's spec.secretStoreRefs[i]) in the input
+// and reads the store.
+func (cv *converter) esoStore(is issues, path, namespace string, ref map[string]any, cluster bool) *esoStoreInfo {
 	name := str(is, path, ref, "name")
 	kind := str(is, path, ref, "kind")
 	if kind == "" {
@@ -45,7 +47,7 @@ func (cv *converter) esoStore(is issues, namespace string, ref map[string]any, c
 		is.invalid(path, "%s %s is not in the input; pass its manifest too (-f store.yaml)", kind, key[len(kind)+1:])
 		return nil
 	}
-	if kind == "ClusterSecretStore" && !cluster && !storeAllows(is, d, namespace) {
+	if kind == "ClusterSecretStore" && !cluster && !storeAllows(is, path, d, namespace) {
 		return nil
 	}
 	sis := cv.issuesFor(kind + " " + key[len(kind)+1:])
@@ -176,8 +178,7 @@ const irsaAudience = "sts.amazonaws.com"
 // namespaceSelector needs the namespace's labels, which are not in the
 // input: it is refused, never guessed, so a conversion never gives a
 // namespace the store's identity that External Secrets would have denied.
-func storeAllows(is issues, d *document, namespace string) bool {
-	const path = "spec.secretStoreRef"
+func storeAllows(is issues, path string, d *document, namespace string) bool {
 	ok, selector := storeAdmits(d, namespace)
 	switch {
 	case ok:
@@ -185,7 +186,7 @@ func storeAllows(is issues, d *document, namespace string) bool {
 	case selector != "":
 		is.unsupported(path, "%s: the namespaces' labels are not in the input, so keymount convert cannot tell whether External Secrets lets namespace %q use this store; name the namespace in the condition's namespaces or namespaceRegexes", selector, namespace)
 	default:
-		is.unsupported(path, "the ClusterSecretStore's spec.conditions do not let namespace %q use it, so External Secrets would refuse this ExternalSecret", namespace)
+		is.unsupported(path, "the ClusterSecretStore's spec.conditions do not let namespace %q use it, so External Secrets would refuse this %s", namespace, objectKind(is.object))
 	}
 	return false
 }
@@ -215,6 +216,13 @@ func storeAdmits(d *document, namespace string) (ok bool, selector string) {
 		}
 	}
 	return false, selector
+}
+
+// objectKind is the kind that starts an issue's object ("ExternalSecret
+// team-a/db").
+func objectKind(object string) string {
+	kind, _, _ := strings.Cut(object, " ")
+	return kind
 }
 
 // items2 returns the strings of the list at key of m.
