@@ -32,6 +32,7 @@ import (
 
 	mirrorsv1alpha1 "github.com/keymount/keymount/apis/mirrors/v1alpha1"
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	pushv1alpha1 "github.com/keymount/keymount/apis/push/v1alpha1"
 	secretsyncv1alpha1 "github.com/keymount/keymount/apis/secretsync/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	secretsstorev1alpha1 "github.com/keymount/keymount/apis/v1alpha1"
@@ -182,7 +183,7 @@ func scheme(t *testing.T) *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, secretsstorev1.AddToScheme, secretsstorev1alpha1.AddToScheme,
-		secretsyncv1alpha1.AddToScheme, mirrorsv1alpha1.AddToScheme, mirrorsv1alpha2.AddToScheme,
+		secretsyncv1alpha1.AddToScheme, mirrorsv1alpha1.AddToScheme, mirrorsv1alpha2.AddToScheme, pushv1alpha1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			t.Fatal(err)

@@ -19,7 +19,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mirrorsv1alpha2 "github.com/keymount/keymount/apis/mirrors/v1alpha2"
+	pushv1alpha1 "github.com/keymount/keymount/apis/push/v1alpha1"
 	"github.com/keymount/keymount/controller/fanout"
+	"github.com/keymount/keymount/controller/pushsecret"
 	"github.com/keymount/keymount/controller/reflector"
 	"github.com/keymount/keymount/controller/restart"
 	"github.com/keymount/keymount/controller/secretmirror"
@@ -84,6 +86,9 @@ func run(ctx context.Context, cfg *config) error {
 	if err := restart.SetupWithManager(ctx, mgr, restart.Options{HashKey: restartKey, SecretCache: mgr.GetCache(), SecretDigests: digests}); err != nil {
 		return err
 	}
+	if err := setupPushSecrets(ctx, mgr, cfg, providers, toks, m); err != nil {
+		return err
+	}
 	if cfg.enableFanout {
 		if err := setupFanout(ctx, mgr, cfg, toks, m); err != nil {
 			return err
@@ -145,6 +150,24 @@ func fanoutClient(mgr ctrl.Manager, cfg *config) (client.Client, error) {
 	return c, nil
 }
 
+// setupPushSecrets adds PushSecrets (controller/pushsecret) when the API
+// server serves their CRD (deploy/crds installs it); without it, they are
+// off and the log says so.
+func setupPushSecrets(ctx context.Context, mgr ctrl.Manager, cfg *config, providers *providerclient.Client, toks *tokens.Manager, m *telemetry.Metrics) error {
+	gk := schema.GroupKind{Group: pushv1alpha1.GroupName, Kind: "PushSecret"}
+	if _, err := mgr.GetRESTMapper().RESTMapping(gk, pushv1alpha1.Version); err != nil {
+		if meta.IsNoMatchError(err) {
+			klog.InfoS("PushSecrets off: the API server does not serve keymount.io/v1alpha1 (install deploy/crds/keymount.io_pushsecrets.yaml)")
+			return nil
+		}
+		return fmt.Errorf("PushSecret CRD: %w", err)
+	}
+	return pushsecret.SetupWithManager(ctx, mgr, pushsecret.Options{Workers: cfg.workers, Deps: pushsecret.Deps{
+		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("keymount-controller"),
+		Providers: providers, Tokens: toks, Audiences: cfg.sync.Audiences, Pod: cfg.sync.Pod, Metrics: m.Push,
+	}})
+}
+
 // setupMirrors adds SecretMirrors (controller/secretmirror) when the API server
 // serves their CRD (deploy/crds installs it); without it, they are off and
 // the log says so.
@@ -195,6 +218,9 @@ func newManager(cfg *config, rc *rest.Config, digests *restart.SecretDigests) (c
 		return nil, err
 	}
 	if err := mirrorsv1alpha2.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := pushv1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	var annotate func(*corev1.Secret)

@@ -19,9 +19,15 @@ const (
 const (
 	StoreVaultKV1 = "vault-kv1"
 	StoreVaultKV2 = "vault-kv2"
+	// PushSecrets' stores, by provider and object type.
+	StoreAWSSecretsManager = "aws-secretsmanager"
+	StoreAWSSSM            = "aws-ssmparameter"
+	StoreVault             = "vault"
+	StoreOther             = "other"
 
 	ResultConflict = "conflict"
 	ResultError    = "error"
+	ResultRemoved  = "removed"
 
 	LeaseRenewed = "renewed"
 	LeaseIssued  = "issued"
@@ -39,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricWrites,
-			Help: "Pushes of a Secret's data to a store, by store (vault-kv1, vault-kv2) and result: created, updated, adopted (the value there was already the one to write), unchanged (no write), skipped (IfNotExists and a value there), conflict (a value keymount did not write, not replaced), error.",
+			Help: "Pushes of a Secret's data to a store, by store (vault-kv1, vault-kv2: SecretMirrors' Vault destinations; aws-secretsmanager, aws-ssmparameter, vault, other: PushSecrets' values) and result: created, updated, adopted (the value there was already the one to write), unchanged (no write), skipped (IfNotExists and a value there), conflict (a value keymount did not write, not replaced), error, removed (deletionPolicy Delete).",
 		}, []string{"store", "result"}),
 		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricLeases,
@@ -75,6 +81,37 @@ func (m *Metrics) Pushed(store string, r fmt.Stringer, err error, conflict bool)
 		label = ResultError
 	}
 	m.writes.WithLabelValues(store, label).Inc()
+}
+
+// pushSecretResults are the results of a PushSecret's value.
+var pushSecretResults = []string{"created", "updated", "adopted", "unchanged", "skipped", ResultConflict, ResultError, ResultRemoved}
+
+// InitPushSecrets exports the PushSecrets' series at 0.
+func (m *Metrics) InitPushSecrets() {
+	if m == nil {
+		return
+	}
+	for _, store := range []string{StoreAWSSecretsManager, StoreAWSSSM, StoreVault, StoreOther} {
+		for _, r := range pushSecretResults {
+			m.writes.WithLabelValues(store, r)
+		}
+	}
+}
+
+// PushSecretResult counts one PushSecret value's result (a label of
+// pushSecretResults) in store.
+func (m *Metrics) PushSecretResult(store, result string) {
+	if m != nil {
+		m.writes.WithLabelValues(store, result).Inc()
+	}
+}
+
+// PushSecretCall counts a push request the provider did not answer item by
+// item.
+func (m *Metrics) PushSecretCall(result string) {
+	if m != nil {
+		m.writes.WithLabelValues(StoreOther, result).Inc()
+	}
 }
 
 // Lease counts one lease renewed or issued.
