@@ -791,14 +791,30 @@ func vaultFieldRefused(field, value string) featureCheck {
 	return refusedESO(vaultStoreWith(field+": "+value), "", "spec.provider.vault."+field)
 }
 
-// kindServed reports whether a CRD of deploy/crds serves the kind, or
-// convert converts an object of that kind.
-func kindServed(kind string) featureCheck {
+// esoPushSecret is an external-secrets.io/v1alpha1 PushSecret of team-a
+// pushing the Secret app's key password with the store "store"; spec, one
+// top-level field of the spec, replaces the default's or is added.
+func esoPushSecret(spec string) string {
+	fields := []string{
+		"secretStoreRefs: [{name: store, kind: SecretStore}]",
+		"selector: {secret: {name: app}}",
+		"data:\n  - match: {secretKey: password, remoteRef: {remoteKey: team-a/copy}}",
+	}
+	key, _, _ := strings.Cut(spec, ":")
+	i := slices.IndexFunc(fields, func(f string) bool { return strings.HasPrefix(f, key+":") })
+	if i < 0 {
+		fields = append(fields, spec)
+	} else {
+		fields[i] = spec
+	}
+	return "apiVersion: external-secrets.io/v1alpha1\nkind: PushSecret\nmetadata:\n  name: app\n  namespace: team-a\nspec:\n" + indent(strings.Join(fields, "\n"), 2) + "\n"
+}
+
+// refusedPush checks that convert refuses path of a PushSecret of the aws
+// store with spec.
+func refusedPush(spec, path string) featureCheck {
 	return featureCheck{exists: func(t *testing.T, f *features) bool {
-		if slices.Contains(crdKinds(t), kind) {
-			return true
-		}
-		return convert(t, f.b, docs(awsStore, otherKind(kind))).ok()
+		return !convert(t, f.b, docs(awsStore, esoPushSecret(spec))).refuses(path)
 	}}
 }
 
@@ -867,7 +883,7 @@ var noEquivalent = map[string]featureCheck{
 	"externalSecretSpec":                              perNamespaceStoreRefused,
 	"Per-namespace stores of a ClusterExternalSecret": perNamespaceStoreRefused,
 	"Templates from elsewhere":                        refusedESO(awsStore, awsSpec("target:\n  template:\n    templateFrom:\n      - configMap: {name: t, items: [{key: k}]}"), "spec.target.template.templateFrom"),
-	"Writing to the store":                            kindServed("PushSecret"),
+	"Generators":                                      refusedPush("selector: {generatorRef: {kind: Password, name: g}}", "spec.selector.generatorRef"),
 	// A store naming no identity converts only with --service-account.
 	"A controller identity": {exists: func(t *testing.T, f *features) bool {
 		return convert(t, f.b, docs(esoStore("SecretStore", "aws:\n  service: SecretsManager"), esoExternalSecret("SecretStore", ""))).ok()
@@ -883,8 +899,7 @@ var noEquivalent = map[string]featureCheck{
 	"keymount convert": {want: true, exists: func(t *testing.T, f *features) bool {
 		return slices.Contains(keymountCommands(t, f.b.help["keymount"]), "convert")
 	}},
-	"PushSecret": kindServed("PushSecret"),
-	"secretRef":  refusedESO(esoStore("SecretStore", "aws:\n  service: SecretsManager\n  auth:\n    secretRef: {accessKeyIDSecretRef: {name: k, key: id}}"), "", "spec.provider.aws.auth.secretRef"),
+	"secretRef": refusedESO(esoStore("SecretStore", "aws:\n  service: SecretsManager\n  auth:\n    secretRef: {accessKeyIDSecretRef: {name: k, key: id}}"), "", "spec.provider.aws.auth.secretRef"),
 	// vault-migration.md, From External Secrets' Vault store.
 	"tokenSecretRef": vaultLoginRefused("tokenSecretRef"),
 	"appRole":        vaultLoginRefused("appRole"),
@@ -915,6 +930,13 @@ var noEquivalent = map[string]featureCheck{
 	"kubernetes.io/os: linux": {want: true, exists: func(t *testing.T, _ *features) bool {
 		return fileHas(t, "deploy/daemonset.yaml", "kubernetes.io/os: linux")
 	}},
+
+	// migrating-from-external-secrets.md, PushSecret: writing to the store.
+	"selector.generatorRef":           refusedPush("selector: {generatorRef: {kind: Password, name: g}}", "spec.selector.generatorRef"),
+	"secretStoreRefs[].labelSelector": refusedPush("secretStoreRefs: [{labelSelector: {matchLabels: {push: \"true\"}}}]", "spec.secretStoreRefs[0].labelSelector"),
+	"data[].metadata":                 refusedPush("data:\n  - match: {secretKey: password, remoteRef: {remoteKey: team-a/copy}}\n    metadata: {kind: PushSecretMetadata}", "spec.data[0].metadata"),
+	"ReverseUnicode":                  refusedPush("data:\n  - match: {secretKey: password, remoteRef: {remoteKey: team-a/copy}}\n    conversionStrategy: ReverseUnicode", "spec.data[0].conversionStrategy"),
+	"spec.template":                   refusedPush("template: {data: {password: x}}", "spec.template"),
 }
 
 // perNamespaceStoreRefused: convert refuses a ClusterExternalSecret whose
