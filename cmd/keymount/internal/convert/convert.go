@@ -235,7 +235,11 @@ func checkIdentity(is issues, c *conversion, what string) {
 	case c.serviceAccount == "" && c.provider == "vault":
 		is.unsupported("", "no ServiceAccount to log in to Vault as: keymount logs in with Kubernetes auth as a ServiceAccount of the %s's namespace %q, not as External Secrets' controller; bind one to the Vault role (auth.kubernetes.serviceAccountRef) or pass --service-account NAME", what, c.namespace)
 	case c.serviceAccount == "":
-		is.unsupported("", "no ServiceAccount to read as: keymount reads as a ServiceAccount of the %s's namespace %q (IRSA or Pod Identity), not as External Secrets' controller or its static keys; pass --role-arn ARN (the controller's role: convert writes a ServiceAccount with it) or --service-account NAME (one that has a role)", what, c.namespace)
+		verb := "read"
+		if c.push != nil {
+			verb = "write"
+		}
+		is.unsupported("", "no ServiceAccount to %s as: keymount %ss as a ServiceAccount of the %s's namespace %q (IRSA or Pod Identity), not as External Secrets' controller or its static keys; pass --role-arn ARN (the controller's role: convert writes a ServiceAccount with it) or --service-account NAME (one that has a role)", verb, verb, what, c.namespace)
 	}
 }
 
