@@ -121,5 +121,8 @@ func run(ctx context.Context, cfg *config) error {
 	// keymount's driver tells the provider of every unpublish: leases of
 	// revokeOnUnpublish classes are revoked then, not once idle.
 	cfg.server.Unpublisher = p
+	// keymount-controller writes PushSecrets' values through it, logged
+	// in as a mount of the same class and ServiceAccount would be.
+	cfg.server.Pusher = p
 	return providercmd.Serve(ctx, cfg.server, p, "vaultAddress", cfg.provider.Address)
 }

@@ -4,8 +4,10 @@
 // check-and-set against the version keymount last wrote (or found); a value
 // identical to what keymount would write is adopted without a write;
 // nothing is written when nothing changed. keymount-controller's
-// SecretMirrors with a Vault destination use it, and the Vault provider's
-// pushes.
+// SecretMirrors with a Vault destination use KV.Put (mirrors' format: every
+// value base64); the Vault provider's pushes use KV.PutFields and
+// KV.RemoveFields (the External Secrets Operator's format: a JSON object's
+// members, or one field set to a string, the others kept).
 //
 // It holds no client of its own: callers pass a Vault client carrying the
 // token of the identity that writes.

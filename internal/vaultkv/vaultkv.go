@@ -24,7 +24,7 @@ import (
 // type of the Secret a value was pushed from (kubernetes.io/tls, ...), so a
 // SecretMirror reading the path elsewhere writes copies of the same type.
 // An Opaque Secret's value carries none.
-const MetadataSecretType = "keymount.io/secret-type"
+const MetadataSecretType = "keymount.io/secret-type" //nolint:gosec // G101: a metadata key, not a credential.
 
 // Policy says when a write may replace a value keymount did not write.
 type Policy int
@@ -283,8 +283,7 @@ func (kv KV) writeV2(ctx context.Context, v Value, cas int) (int, error) {
 		"data":    Encode(v.Data),
 		"options": map[string]any{"cas": cas},
 	})
-	var re *vaultapi.ResponseError
-	if errors.As(err, &re) && re.StatusCode == http.StatusBadRequest && strings.Contains(vaultmsg.Join(re.Errors), "check-and-set") {
+	if isCASFailure(err) {
 		return 0, fmt.Errorf("%s: another writer came first (check-and-set against version %d failed), %w: not replaced", kv.Path, cas, ErrConflict)
 	}
 	if err != nil {
@@ -403,6 +402,13 @@ func number(v any) int {
 		return int(n)
 	}
 	return 0
+}
+
+// isCASFailure tells whether err is Vault refusing a KV version 2 write
+// whose check-and-set version is not the current one.
+func isCASFailure(err error) bool {
+	var re *vaultapi.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusBadRequest && strings.Contains(vaultmsg.Join(re.Errors), "check-and-set")
 }
 
 // vaultErr says what failed on which path, with Vault's own words. The

@@ -23,6 +23,12 @@
 //     to its end.
 //   - KV versions. A KV v2 object's version is its KV version: a refresh of
 //     an unchanged secret reads its metadata only.
+//   - Pushes. It serves keymount's push extension (server.Pusher): a
+//     PushSecret's values are written into KV secrets (internal/vaultkv's
+//     PutFields, the External Secrets Operator's format) with a
+//     check-and-set against the version keymount wrote, logged in exactly as
+//     a mount of the same attributes is (the PushSecret's ServiceAccount
+//     token proven, the same login cache).
 //
 // keymount's driver tells the provider of every unpublish (Unpublish,
 // keymount's provider extension): the volume's record goes at once, with

@@ -76,6 +76,8 @@ type Provider struct {
 	mu      sync.Mutex
 	slots   map[string]*slot
 	volumes map[string]*volume // by volumeID and login key
+	// kvVersions caches the KV version of pushes' paths.
+	kvVersions kvVersions
 	// busy counts the mounts in progress by login key: their login and
 	// lease slots are in use before their volume is recorded.
 	busy map[string]int
@@ -84,6 +86,7 @@ type Provider struct {
 var (
 	_ server.Provider    = (*Provider)(nil)
 	_ server.Unpublisher = (*Provider)(nil)
+	_ server.Pusher      = (*Provider)(nil)
 )
 
 // volume is what the provider knows of a mounted volume.
@@ -113,30 +116,15 @@ func (p *Provider) margin(ttl time.Duration) time.Duration {
 // Mount proves the pod's identity with its token, logs in (or reuses the
 // identity's login) and serves every object.
 func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server.MountResult, error) {
-	s, err := p.cfg.Defaults.Parse(req.Attributes, req.Permission)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
-	}
-	if s.Address == "" {
-		s.Address = p.cfg.Address
-	}
-	if s.Address == "" {
-		return nil, fmt.Errorf("%w: %s is empty and the provider has no --vault-addr: set the class's %s",
-			server.ErrInvalidParameters, spec.KeyAddress, spec.KeyAddress)
-	}
-	if err := p.prove(ctx, s); err != nil {
-		return nil, err
-	}
-	base, err := p.clients.get(s.Address, s.VaultNamespace, s.TLS)
+	s, err := p.parse(p.cfg.Defaults.Parse(req.Attributes, req.Permission))
 	if err != nil {
 		return nil, err
 	}
-	l := p.login(s)
+	l, sess, err := p.logIn(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 	defer p.done(l)
-	sess, err := p.session(ctx, l, base, s.Token)
-	if err != nil {
-		return nil, err
-	}
 	res := &server.MountResult{}
 	vol := volumeID(req.TargetPath, s)
 	var leases []string
@@ -166,6 +154,42 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 	}
 	p.seen(vol, l.Key(), leases)
 	return res, nil
+}
+
+// parse completes a parsed request: Vault's address is the provider's
+// when the class gives none.
+func (p *Provider) parse(s *spec.Spec, err error) (*spec.Spec, error) {
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
+	}
+	if s.Address == "" {
+		s.Address = p.cfg.Address
+	}
+	if s.Address == "" {
+		return nil, fmt.Errorf("%w: %s is empty and the provider has no --vault-addr: set the class's %s",
+			server.ErrInvalidParameters, spec.KeyAddress, spec.KeyAddress)
+	}
+	return s, nil
+}
+
+// logIn proves the identity s names with its token, then returns its
+// login entry, busy until done is called, and a usable session of it (the
+// identity's login reused, or a new one). Mount and Push log in with it.
+func (p *Provider) logIn(ctx context.Context, s *spec.Spec) (*vaultlogin.Login, *vaultlogin.Session, error) {
+	if err := p.prove(ctx, s); err != nil {
+		return nil, nil, err
+	}
+	base, err := p.clients.get(s.Address, s.VaultNamespace, s.TLS)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := p.login(s)
+	sess, err := p.session(ctx, l, base, s.Token)
+	if err != nil {
+		p.done(l)
+		return nil, nil, err
+	}
+	return l, sess, nil
 }
 
 // login returns the login entry of s's identity, busy until done is

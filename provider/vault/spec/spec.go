@@ -107,11 +107,25 @@ type Defaults struct {
 // Parse reads the attributes of a mount request; d fills the parameters
 // the class does not set.
 func (d Defaults) Parse(attrs map[string]string, perm os.FileMode) (*Spec, error) {
+	s, err := d.ParseIdentity(attrs)
+	s.Permission = perm
+	errs := []error{err}
+	if s.Objects, err = ParseObjects(attrs[KeyObjects]); err != nil {
+		errs = append(errs, err)
+	}
+	return s, errors.Join(errs...)
+}
+
+// ParseIdentity reads what of a request's attributes says who logs in to
+// which Vault, as Parse does, but not the objects: a push (keymount's
+// push extension) logs in exactly as a mount does and names its paths
+// itself.
+func (d Defaults) ParseIdentity(attrs map[string]string) (*Spec, error) {
 	s := &Spec{
 		Address: strings.TrimRight(attrs[KeyAddress], "/"), Role: attrs[KeyRole],
 		VaultNamespace: firstOf(attrs[KeyNamespace], d.VaultNamespace),
 		Audience:       attrs[KeyAudience], Namespace: attrs[KeyPodNamespace], ServiceAccount: attrs[KeyServiceAccount],
-		PodName: attrs[KeyPodName], PodUID: attrs[KeyPodUID], Class: attrs[KeyClass], Permission: perm,
+		PodName: attrs[KeyPodName], PodUID: attrs[KeyPodUID], Class: attrs[KeyClass],
 		TLS: TLS{CACert: firstOf(attrs[KeyCACert], d.TLS.CACert), CADir: firstOf(attrs[KeyCADir], d.TLS.CADir),
 			ServerName: firstOf(attrs[KeyTLSServerName], d.TLS.ServerName),
 			ClientCert: firstOf(attrs[KeyClientCert], d.TLS.ClientCert), ClientKey: firstOf(attrs[KeyClientKey], d.TLS.ClientKey)},
@@ -144,9 +158,6 @@ func (d Defaults) Parse(attrs map[string]string, perm os.FileMode) (*Spec, error
 	if (s.TLS.ClientCert == "") != (s.TLS.ClientKey == "") {
 		errs = append(errs, fmt.Errorf("set both %s and %s (or the provider's -vault-tls-client-cert and -vault-tls-client-key), or neither",
 			KeyClientCert, KeyClientKey))
-	}
-	if s.Objects, err = ParseObjects(attrs[KeyObjects]); err != nil {
-		errs = append(errs, err)
 	}
 	if s.Token, err = tokenFor(attrs[KeyTokens], s.Audience); err != nil {
 		errs = append(errs, err)
