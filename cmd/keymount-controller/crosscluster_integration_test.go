@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -100,7 +101,11 @@ func TestOneCertificateForEveryCluster(t *testing.T) {
 			if !sameData(vaultkv.Decode(fields).Data, want.Data) || vaultkv.TypeOf(md["custom_metadata"]) != want.Type {
 				return false, nil
 			}
-			n, err := md["version"].(interface{ Int64() (int64, error) }).Int64()
+			num, ok := md["version"].(interface{ Int64() (int64, error) })
+			if !ok {
+				return false, fmt.Errorf("metadata.version %v is not a number", md["version"])
+			}
+			n, err := num.Int64()
 			version = int(n)
 			return true, err
 		})

@@ -21,9 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	pushv1alpha1 "github.com/keymount/keymount/apis/push/v1alpha1"
+	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/controller/fanout"
 	"github.com/keymount/keymount/controller/push"
 	"github.com/keymount/keymount/controller/syncrequest"
@@ -190,8 +192,8 @@ func (r *Reconciler) holdFinalizer(ctx context.Context, ps *pushv1alpha1.PushSec
 }
 
 // SetupWithManager checks opts and adds the PushSecret reconciler to mgr:
-// PushSecrets (their spec, deletion and finalizers) and one metadata watch
-// per source Secret. mgr's scheme must hold pushv1alpha1.
+// PushSecrets (their spec, deletion and finalizers), the classes they
+// name, and one metadata watch per source Secret. mgr's scheme must hold pushv1alpha1.
 func SetupWithManager(_ context.Context, mgr ctrl.Manager, opts Options) error {
 	r, err := newReconciler(opts.Deps)
 	if err != nil {
@@ -207,12 +209,39 @@ func SetupWithManager(_ context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(r.sources); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &pushv1alpha1.PushSecret{}, classIndex, func(o client.Object) []string {
+		ps, ok := o.(*pushv1alpha1.PushSecret)
+		if !ok {
+			return nil
+		}
+		return []string{ps.Spec.SecretProviderClassName}
+	}); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pushsecret").
 		For(&pushv1alpha1.PushSecret{}, builder.WithPredicates(specOrDeletion())).
+		Watches(&secretsstorev1.SecretProviderClass{}, handler.EnqueueRequestsFromMapFunc(r.pushSecretsOfClass)).
 		WatchesRawSource(source.Channel(r.sources.Events(), &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Workers, 1)}).
 		Complete(r)
+}
+
+// classIndex indexes PushSecrets by the class they name.
+const classIndex = "spec.secretProviderClassName"
+
+// pushSecretsOfClass maps a class to the PushSecrets of its namespace
+// naming it: a class created or changed pushes them again.
+func (r *Reconciler) pushSecretsOfClass(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &pushv1alpha1.PushSecretList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{classIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return out
 }
 
 // specOrDeletion passes a PushSecret's creation, a new generation, an

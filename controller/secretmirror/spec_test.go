@@ -14,8 +14,29 @@ func secretMirror(spec mirrorsv1alpha2.SecretMirrorSpec) *mirrorsv1alpha2.Secret
 	return &mirrorsv1alpha2.SecretMirror{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "pull"}, Spec: spec}
 }
 
+// TestParseSpecVaultDestination: a Vault destination is retain, as mirrors
+// sets it, whatever deletePolicy says; one without a path is refused,
+// naming the field.
+func TestParseSpecVaultDestination(t *testing.T) {
+	s, err := parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
+		Destination: mirrorsv1alpha2.SecretMirrorDestination{Type: mirrorsv1alpha2.DestinationTypeVault,
+			Vault: &mirrorsv1alpha2.VaultSpec{Addr: "https://vault:8200", Path: "/secret/data/x"}},
+		DeletePolicy: mirrorsv1alpha2.DeletePolicyDelete,
+	}))
+	if err != nil || !s.vaultDestination || s.deletePolicy != mirrorsv1alpha2.DeletePolicyRetain {
+		t.Errorf("vault destination %+v, %v: want vault, retain (as mirrors sets it)", s, err)
+	}
+	_, err = parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
+		Destination: mirrorsv1alpha2.SecretMirrorDestination{Type: mirrorsv1alpha2.DestinationTypeVault,
+			Vault: &mirrorsv1alpha2.VaultSpec{Addr: "https://vault:8200"}},
+	}))
+	if err == nil || !strings.Contains(err.Error(), "spec.destination.vault.path") {
+		t.Errorf("vault destination without a path: %v, want an error naming spec.destination.vault.path", err)
+	}
+}
+
 // TestParseSpecDefaults: mirrors' defaults (source.name the SecretMirror's
-// name, 180 s, delete; retain for a Vault destination).
+// name, 180 s, delete).
 func TestParseSpecDefaults(t *testing.T) {
 	s, err := parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
 		Destination: mirrorsv1alpha2.SecretMirrorDestination{Namespaces: []string{"a"}},
@@ -33,21 +54,6 @@ func TestParseSpecDefaults(t *testing.T) {
 	}))
 	if err != nil || s.sourceName != "other" || s.period != 5*time.Second || s.deletePolicy != mirrorsv1alpha2.DeletePolicyRetain {
 		t.Errorf("explicit %+v, %v", s, err)
-	}
-	s, err = parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
-		Destination: mirrorsv1alpha2.SecretMirrorDestination{Type: mirrorsv1alpha2.DestinationTypeVault,
-			Vault: &mirrorsv1alpha2.VaultSpec{Addr: "https://vault:8200", Path: "/secret/data/x"}},
-		DeletePolicy: mirrorsv1alpha2.DeletePolicyDelete,
-	}))
-	if err != nil || !s.vaultDestination || s.deletePolicy != mirrorsv1alpha2.DeletePolicyRetain {
-		t.Errorf("vault destination %+v, %v: want vault, retain (as mirrors sets it)", s, err)
-	}
-	_, err = parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
-		Destination: mirrorsv1alpha2.SecretMirrorDestination{Type: mirrorsv1alpha2.DestinationTypeVault,
-			Vault: &mirrorsv1alpha2.VaultSpec{Addr: "https://vault:8200"}},
-	}))
-	if err == nil || !strings.Contains(err.Error(), "spec.destination.vault.path") {
-		t.Errorf("vault destination without a path: %v, want an error naming spec.destination.vault.path", err)
 	}
 	s, err = parseSpec(secretMirror(mirrorsv1alpha2.SecretMirrorSpec{
 		Source:      mirrorsv1alpha2.SecretMirrorSource{Type: mirrorsv1alpha2.SourceTypeVault},

@@ -206,9 +206,9 @@ func (v *vaultReader) unchanged(ctx context.Context, c *vaultapi.Client, last *k
 	switch {
 	case last.leaseID != "":
 		s, err := c.Sys().RenewWithContext(ctx, last.leaseID, last.leaseDuration)
-		if err != nil || s == nil || time.Duration(s.LeaseDuration)*time.Second < period {
-			// Gone, or at its max TTL before the next poll: a new
-			// lease now, while the old one still holds.
+		// Gone (an error), or at its max TTL before the next poll: a
+		// new lease now, while the old one still holds.
+		if renewed := err == nil && s != nil && time.Duration(s.LeaseDuration)*time.Second >= period; !renewed {
 			return false, nil
 		}
 		v.mu.Lock()
@@ -233,8 +233,8 @@ func (v *vaultReader) unchanged(ctx context.Context, c *vaultapi.Client, last *k
 		return false, nil
 	}
 	cur, _ := s.Data["current_version"].(json.Number)
-	n, err := cur.Int64()
-	if err != nil || int(n) != last.version {
+	n, nerr := cur.Int64()
+	if same := nerr == nil && int(n) == last.version; !same {
 		return false, nil
 	}
 	v.mu.Lock()

@@ -209,9 +209,10 @@ func kvHolds(t *testing.T, c *vaultapi.Client, path string, want map[string]stri
 			}
 		}
 		md, _ = s.Data["metadata"].(map[string]any)
-		n, _ := md["version"].(json.Number).Int64()
+		num, _ := md["version"].(json.Number)
+		n, err := num.Int64()
 		version = int(n)
-		return true, nil
+		return err == nil, err
 	})
 	return version, md
 }
