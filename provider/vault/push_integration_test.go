@@ -54,6 +54,7 @@ func TestPush(t *testing.T) {
 	t.Run("RemoveMismatching", r.testRemoveMismatching)
 	t.Run("RemoveProperty", r.testRemoveProperty)
 	t.Run("KVv1", r.testKVv1)
+	t.Run("OverTheSocket", r.testOverTheSocket)
 }
 
 type pushRig struct {
