@@ -22,6 +22,7 @@ import (
 	"github.com/keymount/keymount/provider/aws/identity"
 	"github.com/keymount/keymount/provider/aws/kubeclient"
 	"github.com/keymount/keymount/provider/aws/noderegion"
+	"github.com/keymount/keymount/provider/aws/push"
 	"github.com/keymount/keymount/provider/aws/store"
 	"github.com/keymount/keymount/provider/providercmd"
 	"github.com/keymount/keymount/provider/server"
@@ -147,6 +148,11 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	p, err := aws.New(regions, tokens, ids, st)
 	if err != nil {
+		return err
+	}
+	// keymount's push extension: PushSecrets' values written with the
+	// identity of each PushSecret's ServiceAccount, proven as a mount's.
+	if cfg.server.Pusher, err = aws.NewPusher(p, push.New(push.Config{AWS: awsCfg, Endpoint: cfg.endpoint})); err != nil {
 		return err
 	}
 	return providercmd.Serve(ctx, cfg.server, p, "region", cfg.region, "node", cfg.nodeName)

@@ -62,19 +62,7 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
 	}
-	if err := p.prove(ctx, s); err != nil {
-		return nil, err
-	}
-	if s.Region == "" {
-		region, err := p.regions.DefaultRegion(ctx, s.Namespace, s.PodName)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.SetDefaultRegion(region); err != nil {
-			return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
-		}
-	}
-	id, err := p.identities.For(ctx, s)
+	id, err := p.identify(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -91,4 +79,24 @@ func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server
 		return nil, err
 	}
 	return &server.MountResult{Files: res.Files, Versions: res.Versions}, nil
+}
+
+// identify is what Mount and Push share: it proves the identity the
+// attributes name with its token, sets the default region when the class
+// sets none, and gets that identity's credentials. A caller whose token
+// proves nothing is refused before any cache or AWS call.
+func (p *Provider) identify(ctx context.Context, s *spec.Spec) (*identity.Identity, error) {
+	if err := p.prove(ctx, s); err != nil {
+		return nil, err
+	}
+	if s.Region == "" {
+		region, err := p.regions.DefaultRegion(ctx, s.Namespace, s.PodName)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.SetDefaultRegion(region); err != nil {
+			return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
+		}
+	}
+	return p.identities.For(ctx, s)
 }

@@ -39,6 +39,18 @@ const defaultPathTranslation = "_"
 // When the class sets no region, Spec.Region is "" and the checks that need
 // it wait for SetDefaultRegion.
 func Parse(attrs map[string]string, defaultMode os.FileMode) (*Spec, error) {
+	return parse(attrs, defaultMode, true)
+}
+
+// ParsePush is Parse for a push (keymount's push extension): the same keys
+// with the same checks (region, failover region, pod identity, tokens, the
+// namespace and service account), but the class's objects are neither
+// required nor read: a push names its objects per item.
+func ParsePush(attrs map[string]string) (*Spec, error) {
+	return parse(attrs, 0, false)
+}
+
+func parse(attrs map[string]string, defaultMode os.FileMode, objects bool) (*Spec, error) {
 	var p problems
 	s := &Spec{
 		Region:         attrs[KeyRegion],
@@ -57,7 +69,9 @@ func Parse(attrs map[string]string, defaultMode os.FileMode) (*Spec, error) {
 	if defaultMode&^os.ModePerm != 0 {
 		p.addf("default file mode %#o: has bits other than permissions", uint32(defaultMode))
 	}
-	s.Objects = parseObjects(&p, attrs[KeyObjects], s.PathTranslation, s.FailoverRegion != "", defaultMode&os.ModePerm)
+	if objects {
+		s.Objects = parseObjects(&p, attrs[KeyObjects], s.PathTranslation, s.FailoverRegion != "", defaultMode&os.ModePerm)
+	}
 	if s.Region != "" {
 		checkRegions(&p, s)
 	}

@@ -160,3 +160,26 @@ func TestErrInvalidIsJoined(t *testing.T) {
 		t.Errorf("error does not wrap ErrInvalid")
 	}
 }
+
+// TestParsePush: a push's attributes are checked as a mount's, but need
+// no objects (a push names its objects per item) and ignore the class's.
+func TestParsePush(t *testing.T) {
+	attrs := map[string]string{
+		KeyRegion: "eu-west-1", KeyPodNamespace: "shop", KeyServiceAccount: "pusher",
+		KeyTokens: `{"sts.amazonaws.com":{"token":"t","expirationTimestamp":"2030-01-01T00:00:00Z"}}`,
+	}
+	s, err := ParsePush(attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Region != "eu-west-1" || s.Namespace != "shop" || s.ServiceAccount != "pusher" || s.Tokens["sts.amazonaws.com"] != "t" || s.Objects != nil {
+		t.Errorf("ParsePush = region %q, %s/%s, objects %v", s.Region, s.Namespace, s.ServiceAccount, s.Objects)
+	}
+	if _, err := Parse(attrs, 0o644); err == nil {
+		t.Error("Parse without objects succeeded: a mount needs them")
+	}
+	attrs[KeyRegion] = "EU WEST"
+	if _, err := ParsePush(attrs); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ParsePush of a bad region: %v, want ErrInvalid", err)
+	}
+}
