@@ -45,11 +45,16 @@ func (u *Pusher) Remove(ctx context.Context, req *server.PushRequest) ([]server.
 
 // run parses the attributes and proves and resolves the identity exactly
 // as Mount does (the class's region and the ServiceAccount's tokens), then
-// writes. Credentials AWS refused are forgotten, as after a Mount.
+// writes. EKS Pod Identity, whose credentials are a pod's, is refused. Credentials AWS refused are forgotten, as after a Mount.
 func (u *Pusher) run(ctx context.Context, req *server.PushRequest, write func(context.Context, *push.Request) push.Report) ([]server.PushResult, error) {
 	s, err := spec.ParsePush(req.Attributes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", server.ErrInvalidParameters, err)
+	}
+	if s.UsePodIdentity {
+		return nil, fmt.Errorf("%w: %s: EKS Pod Identity credentials belong to a pod and a push has none; "+
+			"give the PushSecret's ServiceAccount an IAM role (IRSA, eks.amazonaws.com/role-arn) and a class without %s",
+			server.ErrFailedPrecondition, spec.KeyUsePodIdentity, spec.KeyUsePodIdentity)
 	}
 	id, err := u.p.identify(ctx, s)
 	if err != nil {
