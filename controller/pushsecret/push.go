@@ -77,6 +77,9 @@ func (r *Reconciler) push(ctx context.Context, ps *pushv1alpha1.PushSecret) (out
 	if class == nil {
 		return o, nil
 	}
+	if err := pathsAllowed(class, ps); err != nil {
+		return notReady(ReasonPathNotAllowed, "%v; nothing is pushed", err), nil
+	}
 	key := client.ObjectKeyFromObject(ps)
 	last := map[string]pushv1alpha1.PushedValue{}
 	for _, p := range ps.Status.Pushed {
@@ -171,6 +174,30 @@ func slicesSorted(m map[string][]byte) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// pathsAllowed checks ps's remote keys against the prefixes class's
+// keymount.io/push-paths lists, as the admission policy does: each must
+// start with one and hold no "..". A class without it allows any.
+func pathsAllowed(class *secretsstorev1.SecretProviderClass, ps *pushv1alpha1.PushSecret) error {
+	list, ok := class.Annotations[pushv1alpha1.AnnotationPushPaths]
+	if !ok {
+		return nil
+	}
+	var prefixes []string
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			prefixes = append(prefixes, p)
+		}
+	}
+	for i, d := range ps.Spec.Data {
+		k := d.Match.RemoteRef.RemoteKey
+		if strings.Contains(k, "..") || !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(k, p) }) {
+			return fmt.Errorf("spec.data[%d].match.remoteRef.remoteKey %q is outside what SecretProviderClass %s allows (%s: %s)",
+				i, k, class.Name, pushv1alpha1.AnnotationPushPaths, strings.Join(prefixes, ", "))
+		}
+	}
+	return nil
 }
 
 // class reads ps's SecretProviderClass; nil and the outcome when it is

@@ -15,6 +15,11 @@ const (
 	ReasonInvalid = "InvalidSpec"
 	// ReasonClassMissing: the SecretProviderClass does not exist.
 	ReasonClassMissing = "ClassMissing"
+	// ReasonPathNotAllowed: a remote key is outside the prefixes the
+	// class's keymount.io/push-paths allows (the admission policy
+	// <release>-push-paths refuses such a PushSecret where it is in force);
+	// nothing is pushed.
+	ReasonPathNotAllowed = "PathNotAllowed"
 	// ReasonProviderDoesNotPush: the class's provider does not serve
 	// keymount.provider.v1.SecretPusher (every upstream provider).
 	ReasonProviderDoesNotPush = "ProviderDoesNotPush"

@@ -44,7 +44,7 @@ var manifestSets = []struct {
 	components []string
 }{
 	{file: "keymount.yaml", resources: []string{"."}},
-	{file: "keymount-with-controller.yaml", resources: []string{"."}, components: []string{"components/controller", "components/controller-admission"}},
+	{file: "keymount-with-controller.yaml", resources: []string{"."}, components: []string{"components/controller", "components/controller-admission", "components/push-admission"}},
 	{file: "keymount-provider-aws.yaml", resources: []string{"providers/aws"}},
 	{file: "keymount-provider-vault.yaml", resources: []string{"providers/vault"}},
 }

@@ -37,6 +37,14 @@ const (
 // in the store that keymount did not write.
 const AnnotationOverwrite = "keymount.io/push-overwrite"
 
+// AnnotationPushPaths on a SecretProviderClass lists, comma-separated, the
+// prefixes of the remote keys PushSecrets may push to through it: a
+// PushSecret naming the class with another remote key is refused (the
+// admission policy <release>-push-paths, and keymount-controller,
+// PathNotAllowed). A class without it restricts nothing beyond the
+// identity's own store policy.
+const AnnotationPushPaths = "keymount.io/push-paths"
+
 // Finalizer holds a PushSecret with deletionPolicy Delete until its values
 // are removed from the store.
 const Finalizer = "keymount.io/push-secret"
@@ -104,6 +112,7 @@ type PushSecretSpec struct {
 
 	// data maps the Secret's keys to the store's objects.
 	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
 	Data []PushSecretData `json:"data"`
 }
 
@@ -142,10 +151,12 @@ type PushSecretRemoteRef struct {
 	// remoteKey is the store's object: a Secrets Manager secret, an SSM
 	// parameter, a Vault KV API path (<mount>/data/<name>).
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
 	RemoteKey string `json:"remoteKey"`
 	// property, when set, is one field of the remote value (a JSON key, a
 	// KV field); the others are kept.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Property string `json:"property,omitempty"`
 }
 

@@ -149,13 +149,14 @@ func TestControllerPolicyValues(t *testing.T) {
 }
 
 // TestControllerPoliciesMatchKustomize: components/controller-admission
-// ships the chart's controller policies and bindings (for the release
-// keymount in kube-system with the default values), spec for spec.
+// ships the chart's controller policies and bindings, components/
+// push-admission its push-paths policy (for the release keymount in
+// kube-system with the default values), spec for spec.
 func TestControllerPoliciesMatchKustomize(t *testing.T) {
-	k := kustomize(t, "", "controller-admission")
+	k := kustomize(t, "", "controller-admission", "push-admission")
 	r := renderValues(t, map[string]any{"controller": map[string]any{"enabled": true}})
-	if len(k.policies) != len(controllerRails) {
-		t.Errorf("the component ships policies %v, want one per rail", slices.Sorted(maps.Keys(k.policies)))
+	if len(k.policies) != len(controllerRails)+1 {
+		t.Errorf("the components ship policies %v, want one per rail and push-paths", slices.Sorted(maps.Keys(k.policies)))
 	}
 	comparePolicies(t, k, r)
 }

@@ -186,9 +186,9 @@ func TestDriverMatchesKustomize(t *testing.T) {
 		{name: "secret-sync", values: map[string]any{"syncSecret": map[string]any{"enabled": true}}, components: []string{"secret-sync"}},
 		{name: "registrar-sidecar", values: map[string]any{"linux": map[string]any{"registrar": map[string]any{"enabled": true}}}, components: []string{"registrar-sidecar"}},
 		{name: "restart-on-change", values: map[string]any{"restartOnChange": map[string]any{"enabled": true}, "controller": map[string]any{"enabled": true}},
-			components: []string{"restart-on-change", "controller", "controller-admission"}},
+			components: []string{"restart-on-change", "controller", "controller-admission", "push-admission"}},
 		{name: "fanout", values: map[string]any{"controller": map[string]any{"enabled": true, "fanout": map[string]any{"enabled": true}}},
-			components: []string{"controller", "controller-admission", "fanout"}},
+			components: []string{"controller", "controller-admission", "push-admission", "fanout"}},
 		{name: "token-audiences", values: map[string]any{"serviceAccountTokenInSecrets": false, "tokenRequests": awsAudiences}, components: []string{"token-audiences"}},
 		{name: "token-in-secrets", values: map[string]any{"tokenRequests": awsAudiences}, components: []string{"token-audiences", "token-in-secrets"}},
 		{name: "all components", values: map[string]any{
@@ -197,7 +197,7 @@ func TestDriverMatchesKustomize(t *testing.T) {
 			"controller":      map[string]any{"enabled": true},
 			"linux":           map[string]any{"registrar": map[string]any{"enabled": true}},
 			"tokenRequests":   awsAudiences,
-		}, components: []string{"secret-sync", "registrar-sidecar", "restart-on-change", "token-audiences", "token-in-secrets", "controller", "controller-admission"}},
+		}, components: []string{"secret-sync", "registrar-sidecar", "restart-on-change", "token-audiences", "token-in-secrets", "controller", "controller-admission", "push-admission"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
