@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 
+	pushv1alpha1 "github.com/keymount/keymount/apis/push/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,6 +151,9 @@ func clients(t testing.TB, env *k8senv.Env) (kubernetes.Interface, client.Client
 	t.Helper()
 	scheme, err := kube.NewScheme()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pushv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.New(env.Config, client.Options{Scheme: scheme})
