@@ -32,6 +32,79 @@ import (
 // annotation, or another annotated class of the namespace, restricts
 // nothing.
 func TestPushPathsPolicy(t *testing.T) {
+	c := startPushPaths(t)
+	ctx := t.Context()
+	class := func(name string, paths *string) *secretsstorev1.SecretProviderClass {
+		cl := &secretsstorev1.SecretProviderClass{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
+			Spec: secretsstorev1.SecretProviderClassSpec{Provider: "aws"}}
+		if paths != nil {
+			cl.Annotations = map[string]string{pushv1alpha1.AnnotationPushPaths: *paths}
+		}
+		return cl
+	}
+	bounded, other := "team-a/, secret/data/team-a/", "other/"
+	for _, cl := range []*secretsstorev1.SecretProviderClass{class("bounded", &bounded), class("open", nil), class("elsewhere", &other)} {
+		if err := c.Create(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push := func(name, className string, keys ...string) *pushv1alpha1.PushSecret {
+		ps := &pushv1alpha1.PushSecret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
+			Spec: pushv1alpha1.PushSecretSpec{SecretProviderClassName: className,
+				Selector: pushv1alpha1.PushSecretSelector{Secret: pushv1alpha1.PushSecretSecret{Name: "s"}}}}
+		for _, k := range keys {
+			ps.Spec.Data = append(ps.Spec.Data, pushv1alpha1.PushSecretData{Match: pushv1alpha1.PushSecretMatch{
+				SecretKey: "k", RemoteRef: pushv1alpha1.PushSecretRemoteRef{RemoteKey: k}}})
+		}
+		return ps
+	}
+	// The binding's params are read from an informer: wait until the
+	// policy refuses what it must before asserting what it admits.
+	const refused = "must start with one of the prefixes SecretProviderClass bounded allows (keymount.io/push-paths: team-a/, secret/data/team-a/)"
+	err := poll.Wait(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
+		err := c.Create(ctx, push("probe", "bounded", "team-b/db"))
+		if err == nil {
+			_ = c.Delete(ctx, push("probe", "bounded"))
+			return false, nil
+		}
+		return strings.Contains(err.Error(), refused), nil
+	})
+	if err != nil {
+		t.Fatalf("the push-paths policy never came into force: %v", err)
+	}
+	for _, tc := range []struct {
+		ps     *pushv1alpha1.PushSecret
+		denied bool
+	}{
+		{push("ok", "bounded", "team-a/db", "secret/data/team-a/app"), false},
+		{push("outside", "bounded", "team-a/db", "team-b/db"), true},
+		{push("dotdot", "bounded", "team-a/../team-b/db"), true},
+		{push("open", "open", "anything/at/all"), false},
+		{push("no-class", "missing", "anything"), false},
+	} {
+		err := c.Create(ctx, tc.ps)
+		switch {
+		case tc.denied && (err == nil || !strings.Contains(err.Error(), refused)):
+			t.Errorf("PushSecret %s: %v, want refused naming the class and its prefixes", tc.ps.Name, err)
+		case !tc.denied && err != nil:
+			t.Errorf("PushSecret %s: %v, want admitted", tc.ps.Name, err)
+		}
+	}
+	ok := &pushv1alpha1.PushSecret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "ok"}, ok); err != nil {
+		t.Fatal(err)
+	}
+	ok.Spec.Data[0].Match.RemoteRef.RemoteKey = "team-b/db"
+	if err := c.Update(ctx, ok); err == nil || !strings.Contains(err.Error(), refused) {
+		t.Errorf("an update to a key outside the prefixes: %v, want refused", err)
+	}
+}
+
+// startPushPaths starts an API server with keymount's CRDs and the chart's
+// push-paths policy type-checked, and the namespace team-a; it returns a
+// client with keymount's types.
+func startPushPaths(t *testing.T) client.Client {
+	t.Helper()
 	env := k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: []string{"../../crds"}, ControllerManager: true,
 		Controllers: []string{"validatingadmissionpolicy-status-controller"}})
 	ctx := t.Context()
@@ -74,68 +147,5 @@ func TestPushPathsPolicy(t *testing.T) {
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	class := func(name string, paths *string) *secretsstorev1.SecretProviderClass {
-		cl := &secretsstorev1.SecretProviderClass{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
-			Spec: secretsstorev1.SecretProviderClassSpec{Provider: "aws"}}
-		if paths != nil {
-			cl.Annotations = map[string]string{pushv1alpha1.AnnotationPushPaths: *paths}
-		}
-		return cl
-	}
-	bounded, other := "team-a/, secret/data/team-a/", "other/"
-	for _, cl := range []*secretsstorev1.SecretProviderClass{class("bounded", &bounded), class("open", nil), class("elsewhere", &other)} {
-		if err := c.Create(ctx, cl); err != nil {
-			t.Fatal(err)
-		}
-	}
-	push := func(name, className string, keys ...string) *pushv1alpha1.PushSecret {
-		ps := &pushv1alpha1.PushSecret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
-			Spec: pushv1alpha1.PushSecretSpec{SecretProviderClassName: className,
-				Selector: pushv1alpha1.PushSecretSelector{Secret: pushv1alpha1.PushSecretSecret{Name: "s"}}}}
-		for _, k := range keys {
-			ps.Spec.Data = append(ps.Spec.Data, pushv1alpha1.PushSecretData{Match: pushv1alpha1.PushSecretMatch{
-				SecretKey: "k", RemoteRef: pushv1alpha1.PushSecretRemoteRef{RemoteKey: k}}})
-		}
-		return ps
-	}
-	// The binding's params are read from an informer: wait until the
-	// policy refuses what it must before asserting what it admits.
-	const refused = "must start with one of the prefixes SecretProviderClass bounded allows (keymount.io/push-paths: team-a/, secret/data/team-a/)"
-	err = poll.Wait(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
-		err := c.Create(ctx, push("probe", "bounded", "team-b/db"))
-		if err == nil {
-			_ = c.Delete(ctx, push("probe", "bounded"))
-			return false, nil
-		}
-		return strings.Contains(err.Error(), refused), nil
-	})
-	if err != nil {
-		t.Fatalf("the push-paths policy never came into force: %v", err)
-	}
-	for _, tc := range []struct {
-		ps     *pushv1alpha1.PushSecret
-		denied bool
-	}{
-		{push("ok", "bounded", "team-a/db", "secret/data/team-a/app"), false},
-		{push("outside", "bounded", "team-a/db", "team-b/db"), true},
-		{push("dotdot", "bounded", "team-a/../team-b/db"), true},
-		{push("open", "open", "anything/at/all"), false},
-		{push("no-class", "missing", "anything"), false},
-	} {
-		err := c.Create(ctx, tc.ps)
-		switch {
-		case tc.denied && (err == nil || !strings.Contains(err.Error(), refused)):
-			t.Errorf("PushSecret %s: %v, want refused naming the class and its prefixes", tc.ps.Name, err)
-		case !tc.denied && err != nil:
-			t.Errorf("PushSecret %s: %v, want admitted", tc.ps.Name, err)
-		}
-	}
-	ok := &pushv1alpha1.PushSecret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "ok"}, ok); err != nil {
-		t.Fatal(err)
-	}
-	ok.Spec.Data[0].Match.RemoteRef.RemoteKey = "team-b/db"
-	if err := c.Update(ctx, ok); err == nil || !strings.Contains(err.Error(), refused) {
-		t.Errorf("an update to a key outside the prefixes: %v, want refused", err)
-	}
+	return c
 }
