@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/keymount/keymount/tests/promtext"
@@ -52,6 +53,9 @@ type fixture struct {
 	cs  kubernetes.Interface
 	// reg holds the reconciler's fan-out and push metrics.
 	reg *prometheus.Registry
+	// stop stops the reconciler's manager (a controller restart); the
+	// test's end stops it too.
+	stop func()
 }
 
 // metric sums the series of the fan-out metric name whose labels include
@@ -156,7 +160,7 @@ func newFixture(t *testing.T, env *k8senv.Env, run string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrltest.Start(t, mgr)
+	f.stop = startManager(t, mgr)
 	return f
 }
 
@@ -272,4 +276,24 @@ func (f *fixture) event(t *testing.T, ns, name, reason, note string) {
 		}
 		return false, nil
 	})
+}
+
+// startManager runs mgr until the returned stop is called or the test
+// ends; the test fails if it stops with an error.
+func startManager(t *testing.T, mgr ctrl.Manager) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }

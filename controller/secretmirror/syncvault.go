@@ -70,9 +70,16 @@ func (r *Reconciler) seedLease(ctx context.Context, m *mirrorsv1alpha2.SecretMir
 	}
 	for i := range list.Items {
 		c := &list.Items[i]
-		if c.Annotations[AnnotationVaultLeaseID] == lease.LeaseID {
-			r.vault.seed(client.ObjectKeyFromObject(m), m.Spec.Source.Vault.Addr, m.Spec.Source.Vault.Path, lease, c)
+		if c.Annotations[AnnotationVaultLeaseID] != lease.LeaseID {
+			continue
+		}
+		// The cache keeps the copies' digests, not their data: the
+		// credentials are read from the API server.
+		live := &corev1.Secret{}
+		if err := r.live.Get(ctx, client.ObjectKeyFromObject(c), live); err != nil || live.Annotations[AnnotationVaultLeaseID] != lease.LeaseID || len(live.Data) == 0 {
 			return
 		}
+		r.vault.seed(client.ObjectKeyFromObject(m), m.Spec.Source.Vault.Addr, m.Spec.Source.Vault.Path, lease, live)
+		return
 	}
 }

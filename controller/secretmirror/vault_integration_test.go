@@ -348,14 +348,15 @@ path "secret/metadata/copied/*" { capabilities = ["read"] }
 }
 
 // testVaultLease: a dynamic source (the AWS engine's IAM user credentials
-// against moto: a renewable lease of 6 s, at most 14 s) is read once; every
+// against moto: a renewable lease of 6 s, at most 30 s) is read once; every
 // poll renews that lease (status.vaultSource and the copies' lease
-// annotations keep it, VaultLeaseRenew events) without new credentials;
-// near its max TTL new credentials are read under a new lease and reach
-// the copies.
+// annotations keep it, VaultLeaseRenew events) without new credentials,
+// through a restart of the controller too (the lease renewed from what a
+// copy holds); near its max TTL new credentials are read under a new lease
+// and reach the copies.
 func testVaultLease(t *testing.T, f *fixture, v *vaultenv.Vault) {
 	f.namespace(t, "vl-src", "vl-dst")
-	v.AWSRole(t, "mirror", 6*time.Second, 14*time.Second)
+	v.AWSRole(t, "mirror", 6*time.Second, 30*time.Second)
 	v.Policy(t, "mirror-creds", `
 path "aws/creds/mirror" { capabilities = ["read"] }
 path "sys/leases/renew" { capabilities = ["update"] }
@@ -379,9 +380,21 @@ path "sys/leases/renew" { capabilities = ["update"] }
 	if m.Status.VaultSource == nil || m.Status.VaultSource.LeaseID != lease {
 		t.Errorf("status.vaultSource %+v, want the lease %s", m.Status.VaultSource, lease)
 	}
-	if got := v.Audit(t).Count("read", "aws/creds/mirror"); got != 1 {
-		t.Errorf("%d credential reads after renewals, want 1", got)
+
+	// keymount-controller restarts: the new one renews the same lease.
+	f.stop()
+	f = newFixture(t, f.cfg, f.run)
+	f.waitMetric(t, push.MetricLeases, map[string]string{"result": "renewed"}, 1)
+	if got := f.metric(t, push.MetricLeases, map[string]string{"result": "issued"}); got != 0 {
+		t.Errorf("the restarted controller issued %v leases before renewing, want 0", got)
 	}
+	if got := v.Audit(t).Count("read", "aws/creds/mirror"); got != 1 {
+		t.Errorf("%d credential reads after renewals and a restart, want 1", got)
+	}
+	if s, err := f.secret(t.Context(), "vl-dst", "aws-creds"); err != nil || s == nil || string(s.Data["access_key"]) != string(first.Data["access_key"]) {
+		t.Errorf("the copy after the restart: %v (%v), want the same credentials", s, err)
+	}
+
 	// Near the max TTL: new credentials, under a new lease.
 	poll.Until(t, "new credentials in vl-dst/aws-creds", func(ctx context.Context) (bool, error) {
 		s, err := f.secret(ctx, "vl-dst", "aws-creds")
