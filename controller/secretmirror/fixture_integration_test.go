@@ -60,7 +60,7 @@ type fixture struct {
 
 // metric sums the series of the fan-out metric name whose labels include
 // labels: a counter's values, a histogram's counts.
-func (f *fixture) metric(t *testing.T, name string, labels map[string]string) float64 {
+func (f *fixture) metric(t testing.TB, name string, labels map[string]string) float64 {
 	t.Helper()
 	sum, err := promtext.Sum(f.reg, name, labels)
 	if err != nil {
@@ -71,7 +71,7 @@ func (f *fixture) metric(t *testing.T, name string, labels map[string]string) fl
 
 // waitMetric waits until the fan-out metric name (labels) reaches at
 // least want.
-func (f *fixture) waitMetric(t *testing.T, name string, labels map[string]string, want float64) {
+func (f *fixture) waitMetric(t testing.TB, name string, labels map[string]string, want float64) {
 	t.Helper()
 	poll.Until(t, fmt.Sprintf("%s%v at least %v", name, labels, want), func(context.Context) (bool, error) {
 		return f.metric(t, name, labels) >= want, nil
@@ -95,7 +95,7 @@ func startFixture(t *testing.T) *fixture {
 
 // startOwnFixture runs the reconciler against a control plane of the
 // test's own, whose namespaces keep the names the test gives.
-func startOwnFixture(t *testing.T) *fixture {
+func startOwnFixture(t testing.TB) *fixture {
 	t.Helper()
 	// Own control plane: vaultenv binds its token reviewer's ClusterRoleBinding (a fixed name) for Vault's Kubernetes auth.
 	return newFixture(t, k8senv.Start(t, k8senv.Options{CRDDirectoryPaths: crds}), "")
@@ -116,7 +116,7 @@ func (f *fixture) re(regex string) string {
 	return "^" + regexp.QuoteMeta(f.run) + ".*" + regex
 }
 
-func newFixture(t *testing.T, env *k8senv.Env, run string) *fixture {
+func newFixture(t testing.TB, env *k8senv.Env, run string) *fixture {
 	t.Helper()
 	ctrl.SetLogger(klog.Background())
 	scheme, err := kube.NewScheme()
@@ -280,7 +280,7 @@ func (f *fixture) event(t *testing.T, ns, name, reason, note string) {
 
 // startManager runs mgr until the returned stop is called or the test
 // ends; the test fails if it stops with an error.
-func startManager(t *testing.T, mgr ctrl.Manager) func() {
+func startManager(t testing.TB, mgr ctrl.Manager) func() {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)

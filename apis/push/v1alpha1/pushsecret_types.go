@@ -142,7 +142,7 @@ type PushSecretMatch struct {
 	// secretKey is the Secret's key to push; empty pushes the whole
 	// Secret as a JSON object of its keys (ESO's).
 	// +optional
-	SecretKey string `json:"secretKey,omitempty"`
+	SecretKey string              `json:"secretKey,omitempty"`
 	RemoteRef PushSecretRemoteRef `json:"remoteRef"`
 }
 
