@@ -45,6 +45,9 @@ SecretSync each, which make keymount-controller write the same Secret:
     provider vault: KV versions v1 and v2, login auth.kubernetes (class provider vault)
   Kubernetes External Secrets ExternalSecrets (kubernetes-client.io/v1):
     backends secretsManager and systemManager (class provider aws)
+  External Secrets Operator PushSecrets (external-secrets.io/v1alpha1),
+    into a SecretProviderClass and a keymount.io/v1alpha1 PushSecret per
+    store they name (provider aws or vault, as above)
 
 A ClusterExternalSecret becomes one SecretProviderClass and SecretSync in
 --cluster-namespace (written with its Namespace) whose Secret
