@@ -191,7 +191,14 @@ func readExample(t *testing.T, name string) string {
 // replacements.
 func applyExample(t *testing.T, c client.Client, name string, r *strings.Replacer) {
 	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(r.Replace(readExample(t, name))), 4096)
+	applyManifests(t, c, r.Replace(readExample(t, name)))
+}
+
+// applyManifests creates every object of the multi-document YAML docs.
+func applyManifests(t *testing.T, c client.Client, docs string) {
+	t.Helper()
+	name := "manifests"
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
 	for {
 		var u unstructured.Unstructured
 		err := dec.Decode(&u.Object)

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -154,4 +155,46 @@ func values(m map[string]string) []string {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// TestBinaryPushesConvertedPushSecret: an ESO PushSecret converted by
+// keymount convert (the corpus case push-vault-kv2, its golden output
+// applied unchanged but for Vault's address) is pushed by the binaries to
+// a real Vault: the whole Secret as the KV secret's fields, as the store's
+// ServiceAccount.
+func TestBinaryPushesConvertedPushSecret(t *testing.T) {
+	env, cs, c := startCluster(t)
+	v := vaultenv.Start(t, vaultenv.Options{Kube: env})
+	v.Policy(t, "web-push", `path "secret/data/web/*" { capabilities = ["create", "update", "read"] }
+path "secret/metadata/web/*" { capabilities = ["read", "update"] }`)
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("web").Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v.KubernetesRole(t, vaultenv.Role{Name: "web-writer", Namespace: "web", ServiceAccount: "app", Policies: []string{"web-push"}})
+	sockDir := sockettest.Dir(t)
+	kubeconfig, _ := env.KubeconfigFor(t, "keymount-controller", []string{"system:masters"})
+	startBinary(t, goBuild(t, "../keymount-provider-vault", "keymount-provider-vault"), []string{"--provider-dir=" + sockDir, "--kubeconfig=" + kubeconfig})
+	startBinary(t, buildBinary(t), []string{
+		"--kubeconfig=" + kubeconfig, "--provider-volume=" + sockDir, "--token-request-audience=vault",
+		"--rotation-poll-interval=0s", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+	}, syncrequest.EnvPodNamespace+"=keymount-system", syncrequest.EnvPodName+"=keymount-controller-0")
+
+	create(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "web-tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": []byte("CERT"), "tls.key": []byte("KEY")}})
+	golden, err := os.ReadFile("../keymount/internal/convert/testdata/corpus/push-vault-kv2.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyManifests(t, c, strings.ReplaceAll(string(golden), "https://vault.example.com:8200", v.Addr))
+	poll.Until(t, "secret/data/web/tls holding the Secret's keys", func(ctx context.Context) (bool, error) {
+		s, err := v.Client.Logical().ReadWithContext(ctx, "secret/data/web/tls")
+		if err != nil || s == nil {
+			return false, err
+		}
+		fields, _ := s.Data["data"].(map[string]any)
+		return fields["tls.crt"] == "CERT" && fields["tls.key"] == "KEY" && len(fields) == 2, nil
+	})
 }
