@@ -36,3 +36,30 @@ func (a arn) objectType() ObjectType {
 	}
 	return ""
 }
+
+// maxRoleARN is IAM's limit on a role ARN.
+const maxRoleARN = 2048
+
+// parseRoleARN checks assumeRoleArn: empty, or an IAM role ARN
+// (arn:<partition>:iam::<12-digit account>:role/<path/name>), the only kind
+// STS AssumeRole takes.
+func parseRoleARN(p *problems, v string) string {
+	if v == "" {
+		return ""
+	}
+	a, isARN := parseARN(v)
+	name, isRole := strings.CutPrefix(a.resource, "role/")
+	ok := isARN && len(v) <= maxRoleARN && a.partition != "" && a.service == "iam" && a.region == "" &&
+		isAccountID(a.account) && isRole && name != "" && !strings.HasSuffix(name, "/") &&
+		!strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r > '~' })
+	if !ok {
+		p.addf("%s: %s is not an IAM role ARN like \"arn:aws:iam::111122223333:role/name\"", KeyAssumeRoleARN, quote(v))
+		return ""
+	}
+	return v
+}
+
+// isAccountID reports whether s is a 12-digit AWS account ID.
+func isAccountID(s string) bool {
+	return len(s) == 12 && strings.Trim(s, "0123456789") == ""
+}

@@ -17,11 +17,12 @@ import (
 // The entries of `objects` are read the way the existing provider reads
 // them: sigs.k8s.io/yaml.Unmarshal into JSON-tagged fields. So keys match
 // their field case-insensitively (encoding/json: `objectname` and
-// `ObjectName` are objectName), unknown keys are ignored, a key given twice
+// `ObjectName` are objectName), a key given twice
 // keeps its last value, and a YAML number or boolean written for a string
 // field becomes its text (`objectVersion: 3` is "3", `objectName: yes` is
 // "true"). Only filePermission keeps its YAML type, to refuse an unquoted
-// mode: YAML reads 0600 as the number 384.
+// mode: YAML reads 0600 as the number 384. Unlike the existing provider,
+// keymount refuses a key no field reads (checkFields).
 
 // objectEntry is one entry of `objects`.
 type objectEntry struct {

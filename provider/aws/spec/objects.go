@@ -11,7 +11,7 @@ import (
 )
 
 // parseObjects parses and validates the `objects` YAML.
-func parseObjects(p *problems, src, translate string, haveFailoverRegion bool, defaultMode os.FileMode) []Object {
+func parseObjects(p *problems, src, translate string, haveFailoverRegion bool, defaultMode os.FileMode, ignore ignoreList) []Object {
 	if strings.TrimSpace(src) == "" {
 		p.addf("%s: is not set; list the secrets and parameters to mount", KeyObjects)
 		return nil
@@ -25,6 +25,7 @@ func parseObjects(p *problems, src, translate string, haveFailoverRegion bool, d
 		p.addf("%s: the list is empty; list the secrets and parameters to mount", KeyObjects)
 		return nil
 	}
+	checkFields(p, src, entries, ignore)
 	objs := make([]Object, 0, len(entries))
 	files := fileSet{}
 	for i := range entries {

@@ -110,9 +110,11 @@ func TestParseObjects(t *testing.T) {
 		},
 	}, {
 		// The existing provider decodes with sigs.k8s.io/yaml into
-		// JSON-tagged fields: keys match in any case, unknown keys are
-		// ignored, a repeated key keeps its last value.
-		name: "keys in any case, unknown keys ignored",
+		// JSON-tagged fields: keys match in any case, a repeated key keeps
+		// its last value. Unknown keys are refused unless the class lists
+		// them in keymount.io/ignore-parameters (in any case, as fields).
+		name:  "keys in any case, listed unknown keys ignored",
+		extra: map[string]string{KeyIgnoreParameters: "objecttemplate, Comment"},
 		objects: `
 - objectname: app/db
   OBJECTTYPE: secretsmanager

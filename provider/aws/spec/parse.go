@@ -19,6 +19,16 @@ const (
 	KeyPathTranslation      = "pathTranslation"
 	KeyUsePodIdentity       = "usePodIdentity"
 	KeyPreferredAddressType = "preferredAddressType"
+	// KeyAssumeRoleARN is upstream ASCP 3.2's role to assume with the
+	// pod's credentials (role chaining).
+	KeyAssumeRoleARN = "assumeRoleArn"
+	// KeyIgnoreParameters is keymount's opt-out: keys of newer upstream
+	// releases, comma-separated, that the class's author declares safe to
+	// ignore.
+	KeyIgnoreParameters = "keymount.io/ignore-parameters"
+	// KeyClass is the pod volume's attribute naming its class; the driver
+	// passes it on with the volume context.
+	KeyClass = "secretProviderClass"
 
 	KeyPodNamespace   = "csi.storage.k8s.io/pod.namespace"
 	KeyPodName        = "csi.storage.k8s.io/pod.name"
@@ -52,6 +62,7 @@ func ParsePush(attrs map[string]string) (*Spec, error) {
 
 func parse(attrs map[string]string, defaultMode os.FileMode, objects bool) (*Spec, error) {
 	var p problems
+	ignore := checkKeys(&p, attrs)
 	s := &Spec{
 		Region:         attrs[KeyRegion],
 		FailoverRegion: attrs[KeyFailoverRegion],
@@ -66,11 +77,12 @@ func parse(attrs map[string]string, defaultMode os.FileMode, objects bool) (*Spe
 	s.PathTranslation = parsePathTranslation(&p, attrs[KeyPathTranslation])
 	s.UsePodIdentity, s.AddressType = parsePodIdentity(&p, attrs[KeyUsePodIdentity], attrs[KeyPreferredAddressType])
 	s.Tokens = parseTokens(&p, attrs[KeyTokens])
+	s.AssumeRoleARN = parseRoleARN(&p, attrs[KeyAssumeRoleARN])
 	if defaultMode&^os.ModePerm != 0 {
 		p.addf("default file mode %#o: has bits other than permissions", uint32(defaultMode))
 	}
 	if objects {
-		s.Objects = parseObjects(&p, attrs[KeyObjects], s.PathTranslation, s.FailoverRegion != "", defaultMode&os.ModePerm)
+		s.Objects = parseObjects(&p, attrs[KeyObjects], s.PathTranslation, s.FailoverRegion != "", defaultMode&os.ModePerm, ignore)
 	}
 	if s.Region != "" {
 		checkRegions(&p, s)

@@ -18,6 +18,9 @@ func (s Spec) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Spec{Region: %q, FailoverRegion: %q, PathTranslation: %q, UsePodIdentity: %t, AddressType: %q, ",
 		s.Region, s.FailoverRegion, s.PathTranslation, s.UsePodIdentity, s.AddressType)
+	if s.AssumeRoleARN != "" {
+		fmt.Fprintf(&b, "AssumeRoleARN: %q, ", s.AssumeRoleARN)
+	}
 	fmt.Fprintf(&b, "Namespace: %q, ServiceAccount: %q, PodName: %q, PodUID: %q, Tokens: <%d redacted, audiences %q>, Objects: [",
 		s.Namespace, s.ServiceAccount, s.PodName, s.PodUID, len(s.Tokens), auds)
 	for i, o := range s.Objects {

@@ -98,6 +98,9 @@ type Spec struct {
 	Namespace, ServiceAccount, PodName, PodUID string
 	// Tokens are the service account tokens by audience. Never log them.
 	Tokens map[string]string
+	// AssumeRoleARN, when set, is the IAM role the pod's identity assumes
+	// (STS AssumeRole); the store is then read as that role.
+	AssumeRoleARN string
 }
 
 // Find is what a find object matches: secrets (Secrets Manager) or
