@@ -175,7 +175,8 @@ func New(cfg Config, sas ServiceAccountReader) *Resolver {
 type Identity struct {
 	// Key names the identity: "irsa:<namespace>/<serviceAccount>:<roleARN>"
 	// (shared by the pods of a service account) or
-	// "podidentity:<namespace>/<serviceAccount>/<pod>/<pod UID>" (one pod's).
+	// "podidentity:<namespace>/<serviceAccount>/<pod>/<pod UID>" (one pod's),
+	// followed by " assume:<roleARN>" for a class's assumeRoleArn.
 	Key string
 	// Credentials serves the identity's cached credentials.
 	Credentials aws.CredentialsProvider
@@ -195,12 +196,22 @@ func (i Identity) String() string {
 func (i Identity) GoString() string { return i.String() }
 
 // For returns the credentials of the pod described by s: IRSA, or EKS Pod
-// Identity when s.UsePodIdentity is set.
+// Identity when s.UsePodIdentity is set; with s.AssumeRoleARN, those of
+// that role, assumed with the pod's.
 func (r *Resolver) For(ctx context.Context, s *spec.Spec) (*Identity, error) {
 	if s == nil || s.Namespace == "" || s.ServiceAccount == "" {
 		return nil, fmt.Errorf("%w: the volume context lacks the pod's namespace or service account "+
 			"(is podInfoOnMount set on the CSIDriver?)", ErrInvalidSpec)
 	}
+	base, err := r.podIdentityOrIRSA(ctx, s)
+	if err != nil || s.AssumeRoleARN == "" {
+		return base, err
+	}
+	return r.assume(ctx, s, base)
+}
+
+// podIdentityOrIRSA returns the pod's own credentials.
+func (r *Resolver) podIdentityOrIRSA(ctx context.Context, s *spec.Spec) (*Identity, error) {
 	if s.UsePodIdentity {
 		return r.podIdentity(ctx, s)
 	}
