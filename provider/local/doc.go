@@ -17,7 +17,9 @@
 //
 // objectName is a relative path under the root (required); objectAlias is
 // the file's path in the volume (defaults to objectName); filePermission is
-// an octal string (defaults to the volume's file permission, 0644).
+// an octal string (defaults to the volume's file permission, 0644). Any other
+// class parameter (beside the keys the driver adds) or object field is
+// refused, unless the class lists it in keymount.io/ignore-parameters.
 //
 // Every object is opened with openat2(RESOLVE_BENEATH): symlinks are
 // followed only while they stay inside the root, so an object can never name

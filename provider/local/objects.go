@@ -35,9 +35,14 @@ type object struct {
 
 // parseObjects parses and validates the objects parameter. Every problem is
 // reported, each naming the object index and field; all wrap
-// server.ErrInvalidParameters.
-func parseObjects(text string, defaultMode os.FileMode) ([]object, error) {
-	if err := checkShape(text); err != nil {
+// server.ErrInvalidParameters. A field it does not read is refused, unless
+// ignored lists it (the class's keymount.io/ignore-parameters).
+func parseObjects(text string, defaultMode os.FileMode, ignored map[string]bool) ([]object, error) {
+	list, err := checkShape(text)
+	if err != nil {
+		return nil, err
+	}
+	if text, err = checkFields(text, list, ignored); err != nil {
 		return nil, err
 	}
 	var specs []objectSpec
@@ -65,25 +70,26 @@ func parseObjects(text string, defaultMode os.FileMode) ([]object, error) {
 }
 
 // checkShape checks that text is a non-empty YAML list of maps, so that
-// a wrong shape gets a plain message rather than a Go type name.
-func checkShape(text string) error {
+// a wrong shape gets a plain message rather than a Go type name, and
+// returns the list.
+func checkShape(text string) ([]any, error) {
 	var shape any
 	if err := yaml.Unmarshal([]byte(text), &shape); err != nil {
-		return invalidf("%s is not valid YAML: %s", objectsParameter, yamlMessage(err))
+		return nil, invalidf("%s is not valid YAML: %s", objectsParameter, yamlMessage(err))
 	}
 	list, isList := shape.([]any)
 	switch {
 	case shape == nil || isList && len(list) == 0:
-		return invalidf("%s is empty: list at least one object to mount", objectsParameter)
+		return nil, invalidf("%s is empty: list at least one object to mount", objectsParameter)
 	case !isList:
-		return invalidf("%s must be a YAML list of {objectName, objectAlias, filePermission}, not %s", objectsParameter, kindOf(shape))
+		return nil, invalidf("%s must be a YAML list of {objectName, objectAlias, filePermission}, not %s", objectsParameter, kindOf(shape))
 	}
 	for i, e := range list {
 		if _, ok := e.(map[string]any); !ok {
-			return invalidf("%s[%d] must be a map with objectName and optional objectAlias and filePermission, not %s", objectsParameter, i, kindOf(e))
+			return nil, invalidf("%s[%d] must be a map with objectName and optional objectAlias and filePermission, not %s", objectsParameter, i, kindOf(e))
 		}
 	}
-	return nil
+	return list, nil
 }
 
 // yamlMessage drops the conversion steps sigs.k8s.io/yaml prefixes to its

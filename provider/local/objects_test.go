@@ -72,7 +72,7 @@ func TestParseObjects(t *testing.T) {
 		{name: "a map, not a list", text: "objectName: a", wantErr: []string{"objects must be a YAML list of {objectName, objectAlias, filePermission}, not a map"}},
 		{name: "a string, not a list", text: "tls.crt", wantErr: []string{"objects must be a YAML list", "not a string"}},
 		{name: "a list of strings", text: "- objectName: a\n- tls.crt", wantErr: []string{"objects[1] must be a map", "not a string"}},
-		{name: "unknown field", text: "- objectNam: a", wantErr: []string{`objects: `, `unknown field "objectNam"`}},
+		{name: "unknown field", text: "- objectNam: a", wantErr: []string{`objects[0]: field "objectNam" is unknown to keymount-provider-local`, `"objectName", "objectAlias", "filePermission"`, "keymount.io/ignore-parameters"}},
 		{name: "wrong field type", text: "- objectName: [a]", wantErr: []string{`objects: `, `objectName`}},
 		{name: "empty string", text: "", wantErr: []string{"objects is empty"}},
 		{name: "null", text: "null", wantErr: []string{"objects is empty"}},
@@ -119,7 +119,7 @@ func TestParseObjects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseObjects(tc.text, tc.defaultMode)
+			got, err := parseObjects(tc.text, tc.defaultMode, nil)
 			if len(tc.wantErr) > 0 {
 				if err == nil {
 					t.Fatalf("parseObjects = %v, want an error", got)
@@ -159,7 +159,7 @@ func FuzzParseObjects(f *testing.F) {
 	}
 	const root = "/srv/root"
 	f.Fuzz(func(t *testing.T, text string) {
-		objs, err := parseObjects(text, 0o644)
+		objs, err := parseObjects(text, 0o644, nil)
 		if err != nil {
 			if !errors.Is(err, server.ErrInvalidParameters) {
 				t.Errorf("error %q does not wrap ErrInvalidParameters", err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/keymount/keymount/internal/classparams"
 	"github.com/keymount/keymount/provider/server"
 )
 
@@ -65,17 +66,21 @@ func New(root string, opts ...Option) (*Provider, error) {
 func (p *Provider) Root() string { return p.root }
 
 // Mount reads every object of the request's objects parameter. One object
-// that cannot be read fails the whole mount. A pod outside the allowed
+// that cannot be read fails the whole mount; a parameter or object field the
+// provider does not read fails it before anything is read. A pod outside the allowed
 // namespaces (WithAllowedNamespaces) gets nothing.
 func (p *Provider) Mount(ctx context.Context, req *server.MountRequest) (*server.MountResult, error) {
 	if err := p.checkNamespace(req); err != nil {
+		return nil, err
+	}
+	if err := checkParameters(req.Attributes); err != nil {
 		return nil, err
 	}
 	text, ok := req.Attributes[objectsParameter]
 	if !ok {
 		return nil, invalidf("parameter %q is not set: list the files to mount in the SecretProviderClass's spec.parameters.%s", objectsParameter, objectsParameter)
 	}
-	objs, err := parseObjects(text, req.Permission)
+	objs, err := parseObjects(text, req.Permission, classparams.Ignored(req.Attributes))
 	if err != nil {
 		return nil, err
 	}
