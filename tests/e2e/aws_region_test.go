@@ -73,10 +73,12 @@ func TestAWSProviderNodeRegion(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "aws-noregion"},
 		Spec: secretsstorev1.SecretProviderClassSpec{
 			Provider: "aws",
-			Parameters: map[string]string{"objects": `
+			// objectTemplate, which keymount does not implement, is refused
+			// unless the class lists it as safe to ignore.
+			Parameters: map[string]string{"keymount.io/ignore-parameters": "objectTemplate", "objects": `
 - ObjectName: app/db
   objecttype: secretsmanager
-  objectTemplate: ignored-by-the-existing-provider
+  objectTemplate: ignored-as-listed
   jmesPath:
   - Path: password
     ObjectAlias: db/password
