@@ -115,6 +115,40 @@ func TestAssumeRoleArn(t *testing.T) {
 	t.Run("renews shortly before expiry", func(t *testing.T) { testAssumeRenewal(t, newResolver) })
 	t.Run("a role whose trust policy refuses the pod", func(t *testing.T) { testAssumeRefused(t, newResolver) })
 	t.Run("forget drops the assumed role's credentials only", func(t *testing.T) { testAssumeForget(t, newResolver) })
+	t.Run("from EKS Pod Identity", func(t *testing.T) { testAssumeFromPodIdentity(t, newResolver) })
+}
+
+// testAssumeFromPodIdentity: with usePodIdentity, the agent's credentials
+// sign AssumeRole, and the assumed role is cached per pod, as the agent's
+// credentials are.
+func testAssumeFromPodIdentity(t *testing.T, newResolver resolverFactory) {
+	a := newAgent(t, time.Now().Add(time.Hour))
+	r, rec := newResolver(t, Config{PodIdentityEndpointIPv4: a.url})
+	s := podSpec("ns1", "app-a", spec.AddressIPv4)
+	s.Region, s.AssumeRoleARN = "eu-west-1", targetRole
+	for range 3 {
+		if _, err := r.For(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := podSpec("ns1", "app-a", spec.AddressIPv4)
+	other.PodName, other.PodUID, other.Region, other.AssumeRoleARN = "q", "uid-q", "eu-west-1", targetRole
+	id, err := r.For(t.Context(), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := rec.requests("AssumeRole")
+	if len(calls) != 2 {
+		t.Fatalf("AssumeRole requests for 4 mounts of 2 pods = %d, want 2", len(calls))
+	}
+	for _, c := range calls {
+		if c.accessKey != agentKeyID {
+			t.Errorf("AssumeRole signed with %q, want the agent's %q", c.accessKey, agentKeyID)
+		}
+	}
+	if !strings.HasPrefix(id.Key, "podidentity:ns1/app-a/q/uid-q"+assumeKeySep) {
+		t.Errorf("key = %q, want the pod's identity and the role", id.Key)
+	}
 }
 
 // resolverFactory returns a Resolver against moto and its STS recorder.
