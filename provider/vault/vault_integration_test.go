@@ -33,6 +33,7 @@ func TestVault(t *testing.T) {
 	t.Run("EnvironmentTokenIgnored", r.testEnvironmentToken)
 	t.Run("LyingCallerRefused", r.testLyingCaller)
 	t.Run("ErrorCodes", r.testErrorCodes)
+	t.Run("UnknownKeysRefusedBeforeVault", r.testUnknownKeys)
 	t.Run("HourOfRefreshesLeasedCertificates", r.testHour)
 	t.Run("SealedIsUnavailable", r.testSealed) // last: Vault stays sealed
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -54,8 +55,8 @@ type Object struct {
 	Extract *datafrom.Compiled
 }
 
-// rawObject is the YAML of one object; unknown keys are ignored as
-// vault-csi-provider ignores them.
+// rawObject is the YAML of one object. Unlike vault-csi-provider, which
+// ignores unknown fields, ParseObjects refuses them (checkFields).
 type rawObject struct {
 	ObjectName     string          `json:"objectName"`
 	SecretPath     string          `json:"secretPath"`
@@ -69,8 +70,14 @@ type rawObject struct {
 }
 
 // ParseObjects parses the objects parameter. Errors name the entry and
-// its field.
+// its field. An unknown field is refused.
 func ParseObjects(s string) ([]Object, error) {
+	return parseObjects(s, nil)
+}
+
+// parseObjects parses the objects parameter; an unknown field is refused
+// unless ignored lists it (the class's keymount.io/ignore-parameters).
+func parseObjects(s string, ignored map[string]bool) ([]Object, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("%s is empty: list at least one object (objectName, secretPath)", KeyObjects)
 	}
@@ -81,10 +88,18 @@ func ParseObjects(s string) ([]Object, error) {
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("%s lists no object: list at least one (objectName, secretPath)", KeyObjects)
 	}
+	var fields []map[string]json.RawMessage
+	_ = yaml.Unmarshal([]byte(s), &fields) // the same YAML as raw: cannot fail where raw did not
 	out := make([]Object, 0, len(raw))
 	seen := map[string]bool{}
 	var errs []error
 	for i := range raw {
+		if i < len(fields) {
+			if err := checkFields(i, slices.Sorted(maps.Keys(fields[i])), ignored); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
 		o, err := raw[i].object()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s[%d]: %w", KeyObjects, i, err))

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/keymount/keymount/internal/classparams"
 )
 
 // Class parameters, as vault-csi-provider v1.7 names them, plus keymount's.
@@ -105,12 +107,14 @@ type Defaults struct {
 }
 
 // Parse reads the attributes of a mount request; d fills the parameters
-// the class does not set.
+// the class does not set. A parameter or object field it does not read is
+// refused (see checkKeys), unless the class lists it under
+// keymount.io/ignore-parameters.
 func (d Defaults) Parse(attrs map[string]string, perm os.FileMode) (*Spec, error) {
 	s, err := d.ParseIdentity(attrs)
 	s.Permission = perm
 	errs := []error{err}
-	if s.Objects, err = ParseObjects(attrs[KeyObjects]); err != nil {
+	if s.Objects, err = parseObjects(attrs[KeyObjects], classparams.Ignored(attrs)); err != nil {
 		errs = append(errs, err)
 	}
 	return s, errors.Join(errs...)
@@ -131,6 +135,9 @@ func (d Defaults) ParseIdentity(attrs map[string]string) (*Spec, error) {
 			ClientCert: firstOf(attrs[KeyClientCert], d.TLS.ClientCert), ClientKey: firstOf(attrs[KeyClientKey], d.TLS.ClientKey)},
 	}
 	var errs []error
+	if err := checkKeys(attrs); err != nil {
+		errs = append(errs, err)
+	}
 	s.AuthMount = strings.Trim(firstOf(attrs[KeyAuthMount], attrs[KeyKubeMount], d.AuthMount, DefaultAuthMount), "/")
 	s.AuthMount = strings.TrimPrefix(s.AuthMount, "auth/")
 	if s.Audience == "" {
