@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/keymount/keymount/internal/classparams"
 )
 
 // Nothing unknown passes silently: a class written for a newer upstream
@@ -16,18 +18,15 @@ import (
 // for a key of a newer upstream release, that release. A class lists in
 // KeyIgnoreParameters the keys its author declares safe to ignore.
 
-// kubeletKeyPrefix starts the keys kubelet and the drivers set from the pod
-// (pod.name, pod.namespace, pod.uid, serviceAccount.name,
-// serviceAccount.tokens, ephemeral): kubelet's namespace, not class
-// parameters, and never the class author's to extend.
-const kubeletKeyPrefix = "csi.storage.k8s.io/"
-
-// knownKeys are the class parameters the AWS provider reads, and the one
-// key of the pod volume's own attributes (KeyClass) that the drivers pass on.
+// knownKeys are the class parameters the AWS provider reads. What the
+// drivers, kubelet and keymount-controller add (secretProviderClass and
+// csi.storage.k8s.io/*: pod.name, pod.namespace, pod.uid,
+// serviceAccount.name, serviceAccount.tokens, ephemeral) is no parameter
+// and passes: classparams.DriverAdded.
 var knownKeys = map[string]bool{
 	KeyObjects: true, KeyRegion: true, KeyFailoverRegion: true, KeyPathTranslation: true,
 	KeyUsePodIdentity: true, KeyPreferredAddressType: true, KeyAssumeRoleARN: true,
-	KeyIgnoreParameters: true, KeyClass: true,
+	KeyIgnoreParameters: true,
 }
 
 // newerKeys maps a class parameter of an upstream ASCP release that
@@ -44,23 +43,29 @@ var newerFields = map[string]string{
 
 // ignoreList is the class's KeyIgnoreParameters: parameter keys (matched
 // exactly, as upstream reads them) and object fields (matched
-// case-insensitively, as fields are decoded).
-type ignoreList []string
+// case-insensitively, as fields are decoded). Listing a key keymount reads
+// changes nothing: it is still read, and means what it says.
+type ignoreList map[string]bool
 
 // param reports whether the class ignores parameter key k.
-func (l ignoreList) param(k string) bool { return slices.Contains(l, k) }
+func (l ignoreList) param(k string) bool { return l[k] }
 
 // field reports whether the class ignores object field k.
 func (l ignoreList) field(k string) bool {
-	return slices.ContainsFunc(l, func(v string) bool { return strings.EqualFold(v, k) })
+	for v := range l {
+		if strings.EqualFold(v, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkKeys refuses every key of attrs the AWS provider does not read and
 // the class does not list in KeyIgnoreParameters, and returns that list.
 func checkKeys(p *problems, attrs map[string]string) ignoreList {
-	ignore := parseIgnoreList(attrs[KeyIgnoreParameters])
+	ignore := ignoreList(classparams.Ignored(attrs))
 	for _, k := range slices.Sorted(maps.Keys(attrs)) {
-		if knownKeys[k] || strings.HasPrefix(k, kubeletKeyPrefix) || ignore.param(k) {
+		if knownKeys[k] || classparams.DriverAdded(k) || ignore.param(k) {
 			continue
 		}
 		p.addf("%s: %s", keyName(k), unknownKey(k))
@@ -86,19 +91,6 @@ func unknownKey(k string) string {
 func notKnown(where string) string {
 	return fmt.Sprintf("not known to keymount's AWS provider (%s); a mount without it may differ from upstream's: "+
 		"remove it, or list it in %s if the class may mount without it", where, KeyIgnoreParameters)
-}
-
-// parseIgnoreList reads KeyIgnoreParameters: comma-separated keys, spaces
-// around each trimmed. Listing a key keymount reads changes nothing: it is
-// still read, and means what it says.
-func parseIgnoreList(v string) ignoreList {
-	var l ignoreList
-	for k := range strings.SplitSeq(v, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			l = append(l, k)
-		}
-	}
-	return l
 }
 
 // plainKey matches a key printed as it is in errors.

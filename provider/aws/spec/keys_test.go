@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/keymount/keymount/internal/classparams"
 )
 
 const roleARN = "arn:aws:iam::210987654321:role/secrets-reader"
@@ -150,7 +152,7 @@ func FuzzUnknownKeys(f *testing.F) {
 }
 
 func fuzzParameter(t *testing.T, k string) {
-	if knownKeys[k] || strings.HasPrefix(k, kubeletKeyPrefix) {
+	if knownKeys[k] || classparams.DriverAdded(k) {
 		return
 	}
 	_, err := Parse(attrsWith(oneObject, map[string]string{k: "v"}), 0o644)
@@ -161,7 +163,7 @@ func fuzzParameter(t *testing.T, k string) {
 }
 
 func fuzzField(t *testing.T, k string) {
-	if isKnownField(k) || knownKeys[k] || strings.HasPrefix(k, kubeletKeyPrefix) {
+	if isKnownField(k) || knownKeys[k] || classparams.DriverAdded(k) {
 		return
 	}
 	b, err := json.Marshal([]map[string]string{{"objectName": "a", "objectType": "ssmparameter", k: "v"}})

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/keymount/keymount/internal/classparams"
 )
 
 // ErrInvalid is wrapped by every error Parse and SetDefaultRegion return.
@@ -25,10 +27,10 @@ const (
 	// KeyIgnoreParameters is keymount's opt-out: keys of newer upstream
 	// releases, comma-separated, that the class's author declares safe to
 	// ignore.
-	KeyIgnoreParameters = "keymount.io/ignore-parameters"
+	KeyIgnoreParameters = classparams.IgnoreKey
 	// KeyClass is the pod volume's attribute naming its class; the driver
 	// passes it on with the volume context.
-	KeyClass = "secretProviderClass"
+	KeyClass = classparams.ClassKey
 
 	KeyPodNamespace   = "csi.storage.k8s.io/pod.namespace"
 	KeyPodName        = "csi.storage.k8s.io/pod.name"
