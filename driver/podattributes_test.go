@@ -102,11 +102,12 @@ func TestPodAttributesOfSyncingClass(t *testing.T) {
 }
 
 // TestPodAttributesOverlayWithoutSync: a class that syncs nothing keeps
-// upstream's overlay: the pod's volumeAttributes win over its parameters.
+// upstream's overlay: the pod's volumeAttributes win over its parameters
+// (a key the class does not set is refused: TestUnknownVolumeAttributes).
 func TestPodAttributesOverlayWithoutSync(t *testing.T) {
 	req := validRequest()
 	req.VolumeContext["objects"] = "- objectName: mine"
-	req.VolumeContext["vaultAddress"] = "https://vault.example"
+	req.VolumeContext["region"] = "us-east-1"
 	p, err := parsePublishRequest(req, testKubeletRoot)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func TestPodAttributesOverlayWithoutSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	attrs := decodeAttrs(t, got)
-	if attrs["objects"] != "- objectName: mine" || attrs["vaultAddress"] != "https://vault.example" || attrs["region"] != "eu-west-1" {
+	if attrs["objects"] != "- objectName: mine" || attrs["region"] != "us-east-1" {
 		t.Errorf("attributes %v, want the pod's values over the class's", attrs)
 	}
 }

@@ -3,6 +3,7 @@ package driver
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
 	"github.com/keymount/keymount/driver/targetpath"
 	"github.com/keymount/keymount/driver/volume"
+	"github.com/keymount/keymount/internal/classparams"
 	"github.com/keymount/keymount/provider/v1alpha1"
 )
 
@@ -131,12 +133,17 @@ func (p *publishRequest) parseMountGroup(s string) error {
 
 // buildMountRequest builds the provider's request exactly as the upstream
 // driver does: class parameters overlaid with every volume-context key,
-// the node-publish secret as a JSON object, the default mode "420".
+// the node-publish secret as a JSON object, the default mode "420". A
+// volume attribute that is neither the driver's, kubelet's nor a parameter
+// of the class is refused (checkVolumeAttributes).
 // Service account tokens that newer kubelets put in the secrets move to the
 // attributes, where providers look for them. A class that syncs Secrets
 // takes no parameters from the pod (checkPodAttributes).
 func buildMountRequest(c *secretsstorev1.SecretProviderClass, p *publishRequest, current []volume.Object) (*v1alpha1.MountRequest, error) {
 	if err := checkPodAttributes(c, p); err != nil {
+		return nil, err
+	}
+	if err := checkVolumeAttributes(c, p); err != nil {
 		return nil, err
 	}
 	attrs := make(map[string]string, len(c.Spec.Parameters)+len(p.volumeContext)+1)
@@ -210,6 +217,31 @@ func checkPodAttributes(c *secretsstorev1.SecretProviderClass, p *publishRequest
 				"remove %s from the pod's csi volumeAttributes, or use a class without secretObjects for values that differ per pod",
 				quoteName(k), quoteName(k), p.podNamespace, p.className, quoteName(k))
 		}
+	}
+	return nil
+}
+
+// checkVolumeAttributes refuses a volume attribute the driver does not
+// know, so that a mistyped or made-up key never passes silently to the
+// provider. The driver reads secretProviderClass; kubelet adds its own
+// csi.storage.k8s.io/* keys; any other key is upstream's overlay of a class
+// parameter by the pod's volumeAttributes, and must name a parameter the
+// class sets (a syncing class further forbids changing it:
+// checkPodAttributes), or one the class lists under
+// keymount.io/ignore-parameters. The provider then judges the key as it
+// judges the class's. The error names the first such key in order, never a
+// value.
+func checkVolumeAttributes(c *secretsstorev1.SecretProviderClass, p *publishRequest) error {
+	ignored := classparams.Ignored(c.Spec.Parameters)
+	for _, k := range slices.Sorted(maps.Keys(p.volumeContext)) {
+		if _, param := c.Spec.Parameters[k]; param || classparams.DriverAdded(k) || ignored[k] {
+			continue
+		}
+		return invalidf("volume attribute %s is unknown: the driver reads only volumeAttributes.%s (and kubelet's own %s* keys), "+
+			"and any other key must override a parameter that SecretProviderClass %s/%s sets, which %s is not: "+
+			"remove it from the pod's csi volumeAttributes, set it in the class's spec.parameters, "+
+			"or list it in the class's %s parameter if it is safe to ignore",
+			quoteName(k), AttrClass, kubeletAttrPrefix, p.podNamespace, p.className, quoteName(k), classparams.IgnoreKey)
 	}
 	return nil
 }

@@ -10,14 +10,16 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
+	"github.com/keymount/keymount/internal/classparams"
 )
 
 // FuzzPublishRequest feeds parsePublishRequest and buildMountRequest with
 // arbitrary requests: volume IDs, target paths, volume contexts (JSON
 // objects of strings) and secrets (including service account tokens).
 // Whatever comes in, nothing panics; an accepted request has a read-only,
-// kubelet-shaped target of its own pod, and the provider request carries
-// every volume-context key and valid JSON secrets without the tokens.
+// kubelet-shaped target of its own pod, a volume-context key that is no
+// parameter of the class is refused, and the provider request carries every
+// volume-context key and valid JSON secrets without the tokens.
 func FuzzPublishRequest(f *testing.F) {
 	good := validRequest()
 	ctxJSON, _ := json.Marshal(good.VolumeContext)
@@ -51,7 +53,18 @@ func FuzzPublishRequest(f *testing.F) {
 			filepath.Base(p.targetPath) != "mount" || strings.Count(strings.TrimPrefix(p.targetPath, want), "/") != 1 {
 			t.Fatalf("accepted target %q for pod %q", p.targetPath, p.podUID)
 		}
-		mreq, err := buildMountRequest(&secretsstorev1.SecretProviderClass{}, p, nil)
+		// A key neither the driver's nor kubelet's must be a parameter of
+		// the class, which the pod's value then overrides.
+		class := &secretsstorev1.SecretProviderClass{Spec: secretsstorev1.SecretProviderClassSpec{Parameters: map[string]string{}}}
+		for k := range vc {
+			if !classparams.DriverAdded(k) {
+				class.Spec.Parameters[k] = "the class's value"
+			}
+		}
+		if _, err := buildMountRequest(&secretsstorev1.SecretProviderClass{}, p, nil); (err != nil) != (len(class.Spec.Parameters) > 0) {
+			t.Fatalf("a class without parameters, volume context keys %d of the pod's: %v", len(class.Spec.Parameters), err)
+		}
+		mreq, err := buildMountRequest(class, p, nil)
 		if err != nil {
 			t.Fatalf("valid request, no mount request: %v", err)
 		}
