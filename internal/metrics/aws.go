@@ -44,7 +44,7 @@ func NewAWS() *AWS {
 	m.lookups.WithLabelValues("miss")
 	m.credentials = f.counterVec(prometheus.CounterOpts{
 		Name: "keymount_aws_credential_requests_total",
-		Help: "Requests for a pod identity's credentials (cached ones are served without one), by source (sts: AssumeRoleWithWebIdentity at one region's STS for IRSA, pod_identity: the node's EKS Pod Identity agent) and result (ok, error).",
+		Help: "Requests for a pod identity's credentials (cached ones are served without one), by source (sts: one region's STS, AssumeRoleWithWebIdentity for IRSA and AssumeRole for a class's assumeRoleArn; pod_identity: the node's EKS Pod Identity agent) and result (ok, error).",
 	}, "source", "result")
 	m.credentialTime = f.histogramVec(prometheus.HistogramOpts{
 		Name:    "keymount_aws_credential_request_duration_seconds",
