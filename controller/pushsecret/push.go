@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -113,7 +114,7 @@ func (r *Reconciler) push(ctx context.Context, ps *pushv1alpha1.PushSecret) (out
 	if err != nil {
 		return r.callFailed(ps, provider, err), nil
 	}
-	o = r.apply(ctx, ps, class, items, results, sums)
+	o = r.apply(ps, class, last, items, results, sums)
 	o.synced = secret.ResourceVersion
 	r.removeUnnamed(ctx, ps, class, attrs, &o)
 	return o, nil
@@ -146,7 +147,7 @@ func valuesOf(ps *pushv1alpha1.PushSecret, s *corev1.Secret) ([][]byte, error) {
 			v, ok := s.Data[d.Match.SecretKey]
 			if !ok {
 				return nil, fmt.Errorf("spec.data[%d].match.secretKey %q is not a key of Secret %s/%s (it has %s)",
-					i, d.Match.SecretKey, s.Namespace, s.Name, strings.Join(slicesSorted(s.Data), ", "))
+					i, d.Match.SecretKey, s.Namespace, s.Name, strings.Join(slices.Sorted(maps.Keys(s.Data)), ", "))
 			}
 			out[i] = v
 			continue
@@ -165,15 +166,6 @@ func valuesOf(ps *pushv1alpha1.PushSecret, s *corev1.Secret) ([][]byte, error) {
 		out[i] = b
 	}
 	return out, nil
-}
-
-func slicesSorted(m map[string][]byte) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // pathsAllowed checks ps's remote keys against the prefixes class's
@@ -271,14 +263,10 @@ func (r *Reconciler) callFailed(ps *pushv1alpha1.PushSecret, provider string, er
 }
 
 // apply turns the provider's results into the new status.pushed, events
-// and metrics.
-func (r *Reconciler) apply(_ context.Context, ps *pushv1alpha1.PushSecret, class *secretsstorev1.SecretProviderClass,
+// and metrics; prev is what status.pushed held, by itemKey.
+func (r *Reconciler) apply(ps *pushv1alpha1.PushSecret, class *secretsstorev1.SecretProviderClass, prev map[string]pushv1alpha1.PushedValue,
 	items []*keymountv1.PushItem, results []*keymountv1.ItemResult, sums [][sha256.Size]byte) outcome {
 	key := client.ObjectKeyFromObject(ps)
-	prev := map[string]pushv1alpha1.PushedValue{}
-	for _, p := range ps.Status.Pushed {
-		prev[pushedKey(p)] = p
-	}
 	var pushed []pushv1alpha1.PushedValue
 	var conflicts, failures []string
 	counts := map[keymountv1.Outcome]int{}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	pushv1alpha1 "github.com/keymount/keymount/apis/push/v1alpha1"
 	secretsstorev1 "github.com/keymount/keymount/apis/v1"
@@ -269,7 +270,7 @@ func TestPushSecretOnAPIServer(t *testing.T) {
 	f.ready(t, "team", "creds", pushsecret.ReasonClassMissing, "SecretProviderClass team/store not found")
 	f.create(t, class)
 	got := f.ready(t, "team", "creds", pushsecret.ReasonSynced, "2 values pushed through SecretProviderClass store")
-	if version(got, "team/db", "password") != "1" || version(got, "team/db", "user") != "1" || !controllerHasFinalizer(got) {
+	if version(got, "team/db", "password") != "1" || version(got, "team/db", "user") != "1" || !controllerutil.ContainsFinalizer(got, pushv1alpha1.Finalizer) {
 		t.Fatalf("status.pushed %+v, finalizers %v: want both at version 1 and the finalizer (deletionPolicy Delete)", got.Status.Pushed, got.Finalizers)
 	}
 	f.event(t, "team", "creds", pushsecret.EventPushed, "created 2")
@@ -307,15 +308,6 @@ func TestPushSecretOnAPIServer(t *testing.T) {
 	other.Spec.DeletionPolicy = pushv1alpha1.DeletionPolicyNone
 	f.create(t, other)
 	f.ready(t, "team", "upstream", pushsecret.ReasonProviderDoesNotPush, `provider "fake" does not push`)
-}
-
-func controllerHasFinalizer(ps *pushv1alpha1.PushSecret) bool {
-	for _, f := range ps.Finalizers {
-		if f == pushv1alpha1.Finalizer {
-			return true
-		}
-	}
-	return false
 }
 
 // testConflict: someone else writes; keymount's next change is a conflict,
